@@ -1,0 +1,38 @@
+# greenhttp developer commands. Every target sets up what it needs on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: test demo lint bench soak docs clean system-deps
+
+$(STAMP): pyproject.toml setup.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,lint]'
+	touch $(STAMP)
+
+# nginx is the real third-party peer of the interop tests and the benchmark.
+system-deps:
+	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx) >/dev/null; \
+	  else echo "nginx is missing: install it (apt-get install nginx)"; exit 1; fi; }
+
+test: $(STAMP) system-deps
+	$(PY) -m pytest -q
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check lib tests examples benchmarks
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+bench: $(STAMP) system-deps
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) benchmarks/run.py $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) build dist lib/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The benchmark harness behind benchmarks/run.py (server, scenarios, execution, report)."""

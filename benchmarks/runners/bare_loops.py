@@ -1,0 +1,142 @@
+"""Two speed limits for a gevent HTTP/1.1 client; not clients.
+
+``bare_socket``
+    One greenlet per connection sends a fixed request and ``recv_into`` one
+    preallocated buffer until the known response length (headers + body,
+    learnt from one probe request) has arrived. No parsing at all.
+``bare_httptools``
+    The same loop, every received slice fed to ``httptools.HttpResponseParser``
+    (llhttp); a request ends at ``on_message_complete``; body bytes are
+    counted, not kept.
+
+Both use ``gevent.socket`` directly (no monkey-patching), one greenlet per
+connection: with more workers than connections (c=256 on 64) the limit is
+measured with 64 greenlets. HTTP/1.1 only.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from _common import RequestFn, Spec, drive_gevent, emit, skip
+from gevent import socket
+
+BUF_SIZE = 256 * 1024
+HEAD_LIMIT = 64 * 1024
+
+
+def _connect(spec: Spec) -> Any:
+    sock = socket.create_connection((spec.host, spec.port), timeout=30)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def _request_bytes(spec: Spec) -> bytes:
+    return f"GET {spec.path} HTTP/1.1\r\nHost: {spec.host}:{spec.port}\r\n\r\n".encode()
+
+
+def _probe_length(spec: Spec) -> int:
+    """The full length (head + body) of the response to our fixed request."""
+    sock = _connect(spec)
+    try:
+        sock.sendall(_request_bytes(spec))
+        data = b""
+        while b"\r\n\r\n" not in data:  # bounded by HEAD_LIMIT
+            chunk = sock.recv(4096)
+            if not chunk or len(data) > HEAD_LIMIT:
+                raise ConnectionError("no response head from the server")
+            data += chunk
+        head = data.split(b"\r\n\r\n", 1)[0]
+        status = head.split(b"\r\n", 1)[0]
+        if status.split(b" ")[1:2] != [b"200"]:
+            raise ConnectionError(f"probe response: {status.decode(errors='replace')}")
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                return len(head) + 4 + int(value)
+        raise ConnectionError("the response has no Content-Length")
+    finally:
+        sock.close()
+
+
+def _bare_worker(spec: Spec, total: int) -> RequestFn:
+    sock = _connect(spec)
+    request = _request_bytes(spec)
+    body_len = spec.expect_len
+    view = memoryview(bytearray(max(BUF_SIZE, min(total, 4 * 1024 * 1024))))
+
+    def one() -> int:
+        sock.sendall(request)
+        got = 0
+        while got < total:  # each pass consumes >= 1 byte or raises
+            n = sock.recv_into(view)
+            if not n:
+                raise ConnectionError("server closed the connection")
+            got += n
+        if got != total:
+            raise ConnectionError(f"read {got} bytes, expected {total} (pipelining?)")
+        return body_len
+
+    return one
+
+
+class _Progress:
+    """httptools callbacks: counts body bytes, flags the end of a message."""
+
+    __slots__ = ("size", "complete")
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.complete = False
+
+    def on_body(self, body: bytes) -> None:
+        self.size += len(body)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+def _httptools_worker(spec: Spec, total: int) -> RequestFn:
+    import httptools
+
+    sock = _connect(spec)
+    request = _request_bytes(spec)
+    progress = _Progress()
+    parser = httptools.HttpResponseParser(progress)
+    view = memoryview(bytearray(BUF_SIZE))
+    max_reads = total + 1  # a read yields >= 1 byte; more reads than bytes is a bug
+
+    def one() -> int:
+        progress.size = 0
+        progress.complete = False
+        sock.sendall(request)
+        for _ in range(max_reads):
+            n = sock.recv_into(view)
+            if not n:
+                raise ConnectionError("server closed the connection")
+            parser.feed_data(view[:n])
+            if progress.complete:
+                return progress.size
+        raise ConnectionError("response did not complete")
+
+    return one
+
+
+def main() -> None:
+    client, spec = Spec.from_argv(sys.argv)
+    if spec.protocol != "h1":
+        skip("the bare loops speak HTTP/1.1 only")
+    make = {"bare_socket": _bare_worker, "bare_httptools": _httptools_worker}[client]
+    if client == "bare_httptools":
+        try:
+            import httptools  # noqa: F401
+        except ImportError:
+            skip("httptools not installed")
+    total = _probe_length(spec)
+    workers = [make(spec, total) for _ in range(spec.connections)]
+    emit(drive_gevent(spec, workers))
+
+
+if __name__ == "__main__":
+    main()

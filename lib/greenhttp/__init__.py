@@ -1,0 +1,67 @@
+"""greenhttp: the interface of Node's undici, for Python on gevent.
+
+Everything public is importable from here. Calls that return a value over
+the network block only the calling greenlet; dispatchers are greenlet-safe.
+"""
+
+from __future__ import annotations
+
+from . import errors
+from ._abort import AbortController, AbortSignal
+from ._api.readable import BodyReadable
+from ._api.request import ResponseData
+from ._api.upgrade import ConnectData, UpgradeData
+from ._core.blob import Blob
+from ._core.fetch_headers import Headers
+from ._core.request import Controller
+from ._dispatcher.base import ComposedDispatcher, Dispatcher
+from ._dispatcher.client import Client
+from ._dispatcher.stats import ClientStats, PoolStats
+from ._net.connector import build_connector
+from ._version import __version__
+from .cookies import Cookie, delete_cookie, get_cookies, get_set_cookies, parse_cookie, set_cookie
+from .errors import DOMException, ExperimentalWarning, WebSocketError
+
+__all__ = [
+    # dispatchers
+    "Dispatcher",
+    "ComposedDispatcher",
+    "Client",
+    "ClientStats",
+    "PoolStats",
+    # request API
+    "ResponseData",
+    "BodyReadable",
+    "UpgradeData",
+    "ConnectData",
+    "Controller",
+    "AbortController",
+    "AbortSignal",
+    "Blob",
+    # connector
+    "build_connector",
+    # headers and cookies
+    "Headers",
+    "Cookie",
+    "get_cookies",
+    "set_cookie",
+    "delete_cookie",
+    "get_set_cookies",
+    "parse_cookie",
+    # errors
+    "errors",
+    "DOMException",
+    "WebSocketError",
+    "ExperimentalWarning",
+    "__version__",
+]
+
+# One entry point: public classes and functions report themselves as greenhttp's.
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type) or callable(_obj):
+        try:
+            _obj.__module__ = __name__
+        except (AttributeError, TypeError):
+            pass
+del _name, _obj

@@ -1,0 +1,117 @@
+"""AbortController and AbortSignal, after the WHATWG DOM, for greenlets.
+
+``signal.add_event_listener("abort", fn)`` listeners run synchronously in the
+greenlet that calls ``abort()`` (or from the hub for ``AbortSignal.timeout``).
+Greenlet-safe; nothing here blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import _runtime
+from .errors import AbortError, DOMException
+
+__all__ = ["AbortController", "AbortSignal"]
+
+
+class AbortSignal:
+    """Tells whether an operation was aborted, and why. Made by :class:`AbortController`."""
+
+    __slots__ = ("_aborted", "_reason", "_listeners", "onabort", "_timer")
+
+    def __init__(self) -> None:
+        self._aborted = False
+        self._reason: Any = None
+        self._listeners: list[tuple[Callable[[Any], Any], bool]] = []
+        self.onabort: Callable[[Any], Any] | None = None
+        self._timer: Any = None
+
+    @property
+    def aborted(self) -> bool:
+        """True once aborted."""
+        return self._aborted
+
+    @property
+    def reason(self) -> Any:
+        """The abort reason (an exception), or None while not aborted."""
+        return self._reason
+
+    def throw_if_aborted(self) -> None:
+        """Raise the reason if aborted."""
+        if self._aborted:
+            reason = self._reason
+            if isinstance(reason, BaseException):
+                raise reason
+            raise AbortError(str(reason))
+
+    def add_event_listener(self, type: str, listener: Callable[[Any], Any], once: bool = False) -> None:
+        """Call ``listener(event)`` when aborted (only the ``"abort"`` type exists)."""
+        if type == "abort":
+            self._listeners.append((listener, once))
+
+    def remove_event_listener(self, type: str, listener: Callable[[Any], Any]) -> None:
+        if type == "abort":
+            self._listeners = [(fn, o) for fn, o in self._listeners if fn is not listener]
+
+    # Node-style aliases: anything with on("abort", fn) is accepted as a signal.
+    def on(self, type: str, listener: Callable[..., Any]) -> None:
+        self.add_event_listener(type, lambda _ev: listener())
+
+    def _abort(self, reason: Any) -> None:
+        if self._aborted:
+            return
+        self._aborted = True
+        self._reason = reason if reason is not None else DOMException("This operation was aborted", "AbortError")
+        if self._timer is not None:
+            self._timer.close()
+            self._timer = None
+        listeners, self._listeners = self._listeners, []
+        event = _AbortEvent(self)
+        if self.onabort is not None:
+            listeners.insert(0, (self.onabort, True))
+        for fn, _ in listeners:
+            try:
+                fn(event)
+            except Exception:
+                import logging
+
+                logging.getLogger("greenhttp").exception("greenhttp: an abort listener raised")
+
+    @classmethod
+    def abort(cls, reason: Any = None) -> AbortSignal:
+        """A signal that is already aborted."""
+        signal = cls()
+        signal._abort(reason)
+        return signal
+
+    @classmethod
+    def timeout(cls, seconds: float) -> AbortSignal:
+        """A signal that aborts with a ``TimeoutError`` DOMException after ``seconds``."""
+        signal = cls()
+        signal._timer = _runtime.start_timer(
+            seconds, signal._abort, DOMException("The operation timed out.", "TimeoutError")
+        )
+        return signal
+
+
+class _AbortEvent:
+    __slots__ = ("type", "target")
+
+    def __init__(self, target: AbortSignal) -> None:
+        self.type = "abort"
+        self.target = target
+
+
+class AbortController:
+    """Owns an :class:`AbortSignal`; ``abort(reason)`` aborts it. Greenlet-safe; never blocks."""
+
+    __slots__ = ("signal",)
+
+    def __init__(self) -> None:
+        self.signal = AbortSignal()
+
+    def abort(self, reason: Any = None) -> None:
+        """Abort the signal (idempotent). The default reason is an ``AbortError`` DOMException."""
+        self.signal._abort(reason)

@@ -1,0 +1,271 @@
+"""``BodyReadable``: the response body a blocking ``request()`` returns.
+
+The connection's reader greenlet pushes chunks in; the caller's greenlet
+pulls them out. Back-pressure is real: past ``high_water_mark`` unread
+bytes the request is paused, so the socket stops being read, not memory
+filling up. One consumer only: a second way of reading raises
+``TypeError("unusable")``.
+"""
+
+from __future__ import annotations
+
+import json as _json
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from .._core.blob import Blob
+from .._runtime import Parker
+from ..errors import AbortError, InvalidArgumentError, NotSupportedError, RequestAbortedError
+
+__all__ = ["BodyReadable"]
+
+_BOM = b"\xef\xbb\xbf"
+
+
+class BodyReadable:
+    """A response body. Its reading methods block the calling greenlet until data arrives.
+
+    Not meant to be read from two greenlets at once; pushing from the reader
+    greenlet while one greenlet reads is the supported concurrency.
+    """
+
+    def __init__(
+        self,
+        controller: Any = None,
+        content_length: int | None = None,
+        content_type: str = "",
+        high_water_mark: int = 65536,
+    ) -> None:
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+        self._ended = False
+        self._error: BaseException | None = None
+        self._parker: Parker | None = None
+        self._controller = controller
+        self._hwm = high_water_mark
+        self._used = False
+        self._closed = False
+        self._read_all = False
+        self._limit = -1  # dump(): discard, and abort past this many bytes
+        self._dumped = 0
+        self.content_length = content_length
+        self.content_type = content_type
+
+    # -- producer side: the reader greenlet ----------------------------------------
+    def _push(self, chunk: bytes) -> None:
+        if self._closed:
+            return
+        if self._limit >= 0:
+            self._dumped += len(chunk)
+            if self._dumped > self._limit:
+                self._abort(RequestAbortedError("response body exceeded the dump limit"))
+            return
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+        parker = self._parker
+        if parker is not None:
+            self._parker = None
+            parker.set()
+        if self._size >= self._hwm and not self._read_all and self._controller is not None:
+            self._controller.pause()
+
+    def _end(self) -> None:
+        self._ended = True
+        parker = self._parker
+        if parker is not None:
+            self._parker = None
+            parker.set()
+
+    def _fail(self, err: BaseException) -> None:
+        if self._ended:
+            return
+        self._error = err
+        self._ended = True
+        parker = self._parker
+        if parker is not None:
+            self._parker = None
+            parker.set()
+
+    # -- consumer side ---------------------------------------------------------------
+    def _wait(self) -> None:
+        parker = self._parker = Parker()
+        try:
+            parker.get()
+        except BaseException:
+            self._parker = None
+            raise
+
+    def _resume_if_low(self) -> None:
+        controller = self._controller
+        if controller is not None and controller.paused and (self._read_all or self._size < self._hwm):
+            controller.resume()
+
+    def _take_use(self) -> None:
+        if self._used or self._closed:
+            raise TypeError("unusable")
+        self._used = True
+
+    def _raise_error(self) -> None:
+        err = self._error
+        if err is not None:
+            raise err
+
+    @property
+    def body_used(self) -> bool:
+        """True once a consumer started reading."""
+        return self._used
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all that remain with ``n < 0``); ``b""`` at the end. Blocks."""
+        if n is None or n < 0:
+            self._used = True
+            return self._read_everything()
+        self._used = True
+        if self._closed and not self._chunks:
+            return b""
+        while not self._chunks:
+            if self._ended:
+                self._raise_error()
+                return b""
+            self._resume_if_low()
+            self._wait()
+        chunks = self._chunks
+        first = chunks[0]
+        if len(first) <= n:
+            chunks.popleft()
+            out = first
+            while chunks and len(out) + len(chunks[0]) <= n:
+                out += chunks.popleft()
+        else:
+            out = first[:n]
+            chunks[0] = first[n:]
+        self._size -= len(out)
+        self._resume_if_low()
+        return out
+
+    def _read_everything(self) -> bytes:
+        self._read_all = True
+        self._resume_if_low()
+        while not self._ended:
+            self._wait()
+        self._raise_error()
+        chunks = self._chunks
+        if len(chunks) == 1:
+            out = chunks.popleft()
+        else:
+            out = b"".join(chunks)
+            chunks.clear()
+        self._size = 0
+        return out
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Yield body chunks as they arrive (blocking between them)."""
+        self._used = True
+        while True:
+            if self._chunks:
+                chunk = self._chunks.popleft()
+                self._size -= len(chunk)
+                self._resume_if_low()
+                yield chunk
+                continue
+            if self._ended or self._closed:
+                self._raise_error()
+                return
+            self._resume_if_low()
+            self._wait()
+
+    def bytes(self) -> bytes:
+        """The whole body. Blocks until it has arrived."""
+        self._take_use()
+        return self._read_everything()
+
+    def array_buffer(self) -> bytes:
+        """The whole body as ``bytes`` (the spec's ArrayBuffer)."""
+        return self.bytes()
+
+    def text(self, encoding: str = "utf-8") -> str:
+        """The whole body decoded (UTF-8 by default, a leading BOM dropped)."""
+        data = self.bytes()
+        if data.startswith(_BOM) and encoding.replace("-", "").lower() == "utf8":
+            data = data[3:]
+        return data.decode(encoding)
+
+    def json(self) -> Any:
+        """The whole body parsed as JSON (an empty body raises ``ValueError``)."""
+        return _json.loads(self.text())
+
+    def blob(self) -> Blob:
+        """The whole body as a :class:`Blob` typed with the response content-type."""
+        return Blob([self.bytes()], type=self.content_type)
+
+    def form_data(self) -> Any:
+        raise NotSupportedError("form_data is not supported")
+
+    def dump(self, limit: int = 131072, signal: Any = None) -> None:
+        """Discard the body so the connection can be reused, reading at most ``limit`` bytes.
+
+        A body larger than ``limit`` (by content-length, or once more was
+        read) closes the connection instead. Blocks until done.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidArgumentError(f"limit must be a non-negative integer, got {limit!r}")
+        if signal is not None:
+            if not hasattr(signal, "aborted"):
+                raise InvalidArgumentError("signal must be an AbortSignal")
+            if signal.aborted:
+                raise signal.reason if isinstance(signal.reason, BaseException) else AbortError()
+        if self._ended or self._closed:
+            self._chunks.clear()
+            self._size = 0
+            return
+        if self.content_length is not None and self.content_length > limit:
+            self.close()
+            return
+        self._used = True
+        self._dumped = self._size
+        self._chunks.clear()
+        self._size = 0
+        if self._dumped > limit:
+            self.close()
+            return
+        self._limit = limit
+        self._read_all = True
+        self._resume_if_low()
+        while not self._ended and not self._closed:
+            self._wait()
+            if signal is not None and signal.aborted:
+                self.close()
+                raise signal.reason if isinstance(signal.reason, BaseException) else AbortError()
+
+    def _abort(self, err: BaseException) -> None:
+        self._closed = True
+        self._chunks.clear()
+        self._size = 0
+        controller = self._controller
+        if controller is not None and not self._ended:
+            controller.abort(err)
+        self._end()
+
+    def close(self) -> None:
+        """Stop reading. An unfinished body aborts its request (the connection closes)."""
+        if self._closed:
+            return
+        if self._ended:
+            self._closed = True
+            self._chunks.clear()
+            self._size = 0
+            return
+        self._abort(RequestAbortedError())
+
+    destroy = close
+
+    def __enter__(self) -> BodyReadable:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "ended" if self._ended else "open"
+        return f"<BodyReadable {state} buffered={self._size}>"

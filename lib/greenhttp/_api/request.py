@@ -1,0 +1,232 @@
+"""``request()``: dispatch one request and block the caller until the response head.
+
+:class:`RequestHandler` is an ordinary dispatch handler. It parks the calling
+greenlet on a :class:`Parker` that the connection's reader greenlet fills at
+``on_response_start``; the body then streams into a :class:`BodyReadable`.
+No greenlet is spawned per request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .._runtime import Parker, spawn
+from ..errors import InvalidArgumentError, RequestAbortedError
+from .readable import BodyReadable
+
+__all__ = ["ResponseData", "RequestHandler", "request", "bind_signal", "run_with_callback"]
+
+_REQUEST_KEYS = ("opaque", "signal", "on_info", "response_headers", "high_water_mark")
+
+
+class ResponseData:
+    """The result of ``request()``: ``status_code``, ``status_text``, ``headers``,
+    ``trailers`` (filled when the body ends), ``body``, ``opaque``, ``context``.
+
+    Usable as a context manager: leaving the block dumps what is left of the body.
+    """
+
+    __slots__ = ("status_code", "status_text", "headers", "trailers", "body", "opaque", "context")
+
+    def __init__(
+        self,
+        status_code: int,
+        status_text: str,
+        headers: Any,
+        trailers: dict[str, Any],
+        body: BodyReadable,
+        opaque: Any,
+        context: Any,
+    ) -> None:
+        self.status_code = status_code
+        self.status_text = status_text
+        self.headers = headers
+        self.trailers = trailers
+        self.body = body
+        self.opaque = opaque
+        self.context = context
+
+    def __enter__(self) -> ResponseData:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        body = self.body
+        if not body._ended:
+            body.dump()
+        body._closed = True
+
+    def __repr__(self) -> str:
+        return f"<ResponseData {self.status_code}>"
+
+
+def bind_signal(signal: Any, abort: Callable[[Any], None]) -> Callable[[], None] | None:
+    """Call ``abort(reason)`` when ``signal`` aborts. Returns a function that unbinds.
+
+    ``signal`` is an :class:`AbortSignal`-like object (``add_event_listener``)
+    or anything with ``on("abort", fn)``. An already aborted signal aborts now.
+    """
+    if signal is None:
+        return None
+    if hasattr(signal, "add_event_listener"):
+        if getattr(signal, "aborted", False):
+            abort(_reason(signal))
+            return None
+
+        def listener(_ev: Any) -> None:
+            abort(_reason(signal))
+
+        signal.add_event_listener("abort", listener)
+        remove = getattr(signal, "remove_event_listener", None)
+        if remove is None:
+            return None
+        return lambda: remove("abort", listener)
+    if hasattr(signal, "on"):
+
+        def on_abort(*_args: Any) -> None:
+            abort(_reason(signal))
+
+        signal.on("abort", on_abort)
+        off = getattr(signal, "off", None) or getattr(signal, "remove_listener", None)
+        return (lambda: off("abort", on_abort)) if off is not None else None
+    raise InvalidArgumentError(f"signal must be an AbortSignal or have on('abort', fn), got {signal!r}")
+
+
+def _reason(signal: Any) -> BaseException:
+    reason = getattr(signal, "reason", None)
+    return reason if isinstance(reason, BaseException) else RequestAbortedError()
+
+
+class RequestHandler:
+    """The dispatch handler behind ``request()``. Callbacks run on the reader greenlet."""
+
+    __slots__ = (
+        "parker",
+        "opaque",
+        "on_info",
+        "raw",
+        "hwm",
+        "controller",
+        "context",
+        "body",
+        "response",
+        "abort_reason",
+        "unbind",
+    )
+
+    def __init__(self, opaque: Any, on_info: Any, raw: bool, hwm: int) -> None:
+        self.parker = Parker()
+        self.opaque = opaque
+        self.on_info = on_info
+        self.raw = raw
+        self.hwm = hwm
+        self.controller: Any = None
+        self.context: Any = None
+        self.body: BodyReadable | None = None
+        self.response: ResponseData | None = None
+        self.abort_reason: BaseException | None = None
+        self.unbind: Callable[[], None] | None = None
+
+    def abort(self, reason: BaseException) -> None:
+        """From the signal: abort now, or as soon as the request starts."""
+        if self.abort_reason is not None:
+            return
+        self.abort_reason = reason
+        if self.controller is not None:
+            self.controller.abort(reason)
+        else:
+            self.parker.set_exception(reason)
+
+    def on_request_start(self, controller: Any, context: Any) -> None:
+        self.controller = controller
+        self.context = context
+        if self.abort_reason is not None:
+            controller.abort(self.abort_reason)
+
+    def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
+        if status_code < 200:
+            if self.on_info is not None:
+                self.on_info({"status_code": status_code, "headers": headers})
+            return
+        if self.raw:
+            headers = controller.raw_headers
+        get = headers.get if type(headers) is dict else None
+        length = None
+        ctype = ""
+        if get is not None:
+            cl = get("content-length")
+            if type(cl) is str and cl.isdigit():
+                length = int(cl)
+            ctype = get("content-type") or ""
+        body = self.body = BodyReadable(controller, length, ctype if type(ctype) is str else "", self.hwm)
+        self.response = ResponseData(status_code, status_message, headers, {}, body, self.opaque, self.context)
+        self.parker.set(self.response)
+
+    def on_response_data(self, controller: Any, chunk: bytes) -> None:
+        self.body._push(chunk)  # type: ignore[union-attr]
+
+    def on_response_end(self, controller: Any, trailers: Any) -> None:
+        if self.unbind is not None:
+            self.unbind()
+        if trailers:
+            if self.raw:
+                trailers = controller.raw_trailers or trailers
+            self.response.trailers.update(trailers)  # type: ignore[union-attr]
+        self.body._end()  # type: ignore[union-attr]
+
+    def on_response_error(self, controller: Any, err: BaseException) -> None:
+        if self.unbind is not None:
+            self.unbind()
+        body = self.body
+        if body is not None:
+            body._fail(err)
+        else:
+            self.parker.set_exception(err)
+
+
+def request(dispatcher: Any, options: dict[str, Any]) -> ResponseData:
+    """Dispatch ``options`` through ``dispatcher`` and block until the response head."""
+    opaque = options.pop("opaque", None)
+    signal = options.pop("signal", None)
+    on_info = options.pop("on_info", None)
+    response_headers = options.pop("response_headers", None)
+    hwm = options.pop("high_water_mark", 65536)
+    if response_headers not in (None, "raw"):
+        raise InvalidArgumentError(f"response_headers must be 'raw' or None, got {response_headers!r}")
+    if isinstance(hwm, bool) or not isinstance(hwm, int) or hwm < 0:
+        raise InvalidArgumentError(f"invalid high_water_mark: {hwm!r}")
+    if on_info is not None and not callable(on_info):
+        raise InvalidArgumentError(f"on_info must be callable, got {on_info!r}")
+    if options.get("method") == "CONNECT":
+        raise InvalidArgumentError("invalid method: use connect() for CONNECT")
+    handler = RequestHandler(opaque, on_info, response_headers == "raw", hwm)
+    if signal is not None:
+        handler.unbind = bind_signal(signal, handler.abort)
+    dispatcher.dispatch(options, handler)
+    try:
+        return handler.parker.get()
+    except BaseException as exc:
+        # The caller gave up (an error, or a gevent.Timeout around the call).
+        if handler.controller is not None and not isinstance(exc, Exception):
+            handler.controller.abort(RequestAbortedError())
+        elif handler.abort_reason is None and not isinstance(exc, Exception):
+            handler.abort(RequestAbortedError())
+        raise
+
+
+def run_with_callback(fn: Callable[[], Any], callback: Callable[[Any, Any], Any], opaque: Any = None) -> None:
+    """Run ``fn`` in a new greenlet and call ``callback(err, data)`` exactly once."""
+    if not callable(callback):
+        raise InvalidArgumentError(f"callback must be callable, got {callback!r}")
+
+    def run() -> None:
+        try:
+            value = fn()
+        except Exception as exc:
+            if opaque is not None:
+                exc.opaque = opaque  # type: ignore[attr-defined]
+            callback(exc, None)
+            return
+        callback(None, value)
+
+    spawn(run)

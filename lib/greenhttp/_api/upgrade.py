@@ -1,0 +1,114 @@
+"""``upgrade()`` and ``connect()``: requests that end in a raw socket.
+
+Both park the caller until the connection hands over its socket (after a
+``101 Switching Protocols``, or after the answer to ``CONNECT``). The socket
+leaves the client: the client reconnects for later requests.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .._runtime import Parker
+from ..errors import InvalidArgumentError, SocketError
+from .request import bind_signal
+
+__all__ = ["UpgradeData", "ConnectData", "upgrade", "connect"]
+
+
+class UpgradeData(NamedTuple):
+    """The result of ``upgrade()``: response ``headers``, the ``socket``, ``opaque``, ``context``."""
+
+    headers: Any
+    socket: Any
+    opaque: Any = None
+    context: Any = None
+
+
+class ConnectData(NamedTuple):
+    """The result of ``connect()``: ``status_code``, ``headers``, ``socket``, ``opaque``, ``context``."""
+
+    status_code: int
+    headers: Any
+    socket: Any
+    opaque: Any = None
+    context: Any = None
+
+
+class _UpgradeHandler:
+    __slots__ = ("parker", "opaque", "raw", "controller", "context", "abort_reason", "is_connect")
+
+    def __init__(self, opaque: Any, raw: bool, is_connect: bool) -> None:
+        self.parker = Parker()
+        self.opaque = opaque
+        self.raw = raw
+        self.controller: Any = None
+        self.context: Any = None
+        self.abort_reason: BaseException | None = None
+        self.is_connect = is_connect
+
+    def abort(self, reason: BaseException) -> None:
+        if self.abort_reason is not None:
+            return
+        self.abort_reason = reason
+        if self.controller is not None:
+            self.controller.abort(reason)
+        else:
+            self.parker.set_exception(reason)
+
+    def on_request_start(self, controller: Any, context: Any) -> None:
+        self.controller = controller
+        self.context = context
+        if self.abort_reason is not None:
+            controller.abort(self.abort_reason)
+
+    def on_request_upgrade(self, controller: Any, status_code: int, headers: Any, socket: Any) -> None:
+        if self.raw:
+            headers = controller.raw_headers
+        if self.is_connect:
+            self.parker.set(ConnectData(status_code, headers, socket, self.opaque, self.context))
+        else:
+            self.parker.set(UpgradeData(headers, socket, self.opaque, self.context))
+
+    def on_response_start(self, controller: Any, status_code: int, headers: Any, message: str) -> None:
+        if status_code >= 200:
+            what = "bad connect" if self.is_connect else "bad upgrade"
+            controller.abort(SocketError(what))
+
+    def on_response_data(self, controller: Any, chunk: bytes) -> None:
+        return None
+
+    def on_response_end(self, controller: Any, trailers: Any) -> None:
+        return None
+
+    def on_response_error(self, controller: Any, err: BaseException) -> None:
+        self.parker.set_exception(err)
+
+
+def _run(dispatcher: Any, options: dict[str, Any], is_connect: bool) -> Any:
+    opaque = options.pop("opaque", None)
+    signal = options.pop("signal", None)
+    response_headers = options.pop("response_headers", None)
+    if response_headers not in (None, "raw"):
+        raise InvalidArgumentError(f"response_headers must be 'raw' or None, got {response_headers!r}")
+    handler = _UpgradeHandler(opaque, response_headers == "raw", is_connect)
+    if signal is not None:
+        bind_signal(signal, handler.abort)
+    dispatcher.dispatch(options, handler)
+    return handler.parker.get()
+
+
+def upgrade(dispatcher: Any, options: dict[str, Any]) -> UpgradeData:
+    """Block until the server switches protocols; returns :class:`UpgradeData`."""
+    protocol = options.pop("protocol", "Websocket")
+    if not isinstance(protocol, str):
+        raise InvalidArgumentError(f"protocol must be a string, got {protocol!r}")
+    options["upgrade"] = protocol
+    options.setdefault("method", "GET")
+    return _run(dispatcher, options, False)
+
+
+def connect(dispatcher: Any, options: dict[str, Any]) -> ConnectData:
+    """Block until the CONNECT is answered; returns :class:`ConnectData` with the tunnel."""
+    options["method"] = "CONNECT"
+    return _run(dispatcher, options, True)

@@ -1,0 +1,1 @@
+"""greenhttp._core (internal)."""

@@ -1,0 +1,92 @@
+"""Request bodies: normalise what the user passes into one of three shapes (sans-IO).
+
+- ``None``: no body;
+- ``bytes``: a body of known length;
+- a :class:`StreamBody`: an iterator of byte chunks, with a length when one is
+  known (a regular file) and ``None`` otherwise (chunked on HTTP/1.1).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ..errors import InvalidArgumentError
+
+__all__ = ["StreamBody", "normalize_body", "to_bytes_chunk"]
+
+_READ_SIZE = 65536
+
+
+class StreamBody:
+    """A body read piece by piece. ``length`` is None when unknown. Single use."""
+
+    __slots__ = ("chunks", "length", "source", "used")
+
+    def __init__(self, chunks: Iterator[Any], length: int | None, source: Any) -> None:
+        self.chunks = chunks
+        self.length = length
+        self.source = source
+        self.used = False
+
+    def close(self) -> None:
+        close = getattr(self.chunks, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:
+                pass
+
+
+def to_bytes_chunk(chunk: Any) -> bytes:
+    """One chunk of a streamed body as bytes; str is UTF-8. Anything else is an error."""
+    if isinstance(chunk, bytes):
+        return chunk
+    if isinstance(chunk, (bytearray, memoryview)):
+        return bytes(chunk)
+    if isinstance(chunk, str):
+        return chunk.encode("utf-8")
+    raise InvalidArgumentError(f"body chunks must be bytes or str, got {type(chunk).__name__}")
+
+
+def _file_chunks(f: Any) -> Iterator[Any]:
+    while True:
+        data = f.read(_READ_SIZE)
+        if not data:
+            return
+        yield data
+
+
+def _file_length(f: Any) -> int | None:
+    try:
+        st = os.fstat(f.fileno())
+        import stat
+
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return max(0, st.st_size - f.tell())
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def normalize_body(body: Any) -> bytes | StreamBody | None:
+    """Turn a user body into None, bytes or a StreamBody; empty bodies become None."""
+    if body is None:
+        return None
+    if isinstance(body, bytes):
+        return body or None
+    if isinstance(body, str):
+        return body.encode("utf-8") or None
+    if isinstance(body, (bytearray, memoryview)):
+        return bytes(body) or None
+    if isinstance(body, StreamBody):
+        return body
+    if hasattr(body, "read"):
+        return StreamBody(_file_chunks(body), _file_length(body), body)
+    if isinstance(body, Iterable) and not isinstance(body, dict):
+        return StreamBody(iter(body), None, body)
+    raise InvalidArgumentError(
+        "body must be bytes, bytearray, memoryview, str, a file-like object or an iterable "
+        f"of bytes, got {type(body).__name__}"
+    )

@@ -1,0 +1,365 @@
+"""A strict, sans-IO HTTP/1.1 response parser (RFC 9112).
+
+The parser is fed bytes and calls methods on a *sink* object, in the style of
+llhttp, because one method call per event is the cheapest shape in Python:
+
+- ``on_head(status, reason, headers, raw_head, keep_alive)`` for each response
+  head, interim (1xx) heads included;
+- ``on_body(chunk)`` for each piece of body (``bytes``);
+- ``on_complete(trailers)`` when a message ends; ``trailers`` is a dict or None;
+- ``on_upgrade(rest)`` when the connection stops carrying HTTP (a 101, or a 2xx
+  answer to CONNECT); ``rest`` is what arrived after the head.
+
+A sink method may return True to ask the parser to stop (for example when the
+consumer paused); the bytes not yet parsed stay buffered and :meth:`feed`
+with ``b""`` continues.
+
+It refuses what llhttp in strict mode refuses: bare LF or bare CR line
+endings, obs-fold, whitespace before the colon, CTL characters in values,
+conflicting Content-Length, Transfer-Encoding together with Content-Length,
+malformed chunk sizes. A refusal raises :class:`HTTPParserError` (or
+:class:`HeadersOverflowError` past ``max_header_size``); the connection that
+produced it must be closed, never reused.
+
+No I/O, no clock, no gevent: testable with bytes alone.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Protocol
+
+from ..errors import HeadersOverflowError, HTTPParserError
+
+__all__ = ["ResponseParser", "ParserSink", "parse_header_block"]
+
+# One header line: token ":" OWS field-value OWS CRLF. Values may hold HTAB,
+# visible ASCII and obs-text; never CR, LF, NUL or other CTLs (RFC 9110 §5.5).
+_TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_VALUE_CHAR = rb"[\t\x20-\x7e\x80-\xff]"
+_LINE = _TOKEN + rb":" + _VALUE_CHAR + rb"*\r\n"
+_BLOCK_RE = re.compile(rb"(?:" + _LINE + rb")*")
+_STATUS_RE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: (" + _VALUE_CHAR + rb"*))?\r\n")
+# Applied to the latin-1 text of a validated block, so it cannot mis-split.
+_FIELD_RE = re.compile(r"([^:\r\n]+):[\t ]*([^\r\n]*?)[\t ]*\r\n")
+_CHUNK_SIZE_RE = re.compile(rb"([0-9A-Fa-f]{1,16})(;[\t\x20-\x7e\x80-\xff]*)?\r\n")
+
+_MAX_START_LINE = 8192
+
+# Parser states.
+_HEAD = 0
+_BODY_LENGTH = 1
+_CHUNK_SIZE = 2
+_CHUNK_DATA = 3
+_CHUNK_CRLF = 4
+_TRAILERS = 5
+_BODY_EOF = 6
+_UPGRADED = 7
+_DEAD = 8
+
+
+class ParserSink(Protocol):
+    def on_head(
+        self, status: int, reason: str, headers: dict[str, Any], raw: bytes, keep_alive: bool
+    ) -> bool | None: ...
+
+    def on_body(self, chunk: bytes) -> bool | None: ...
+
+    def on_complete(self, trailers: dict[str, Any] | None) -> bool | None: ...
+
+    def on_upgrade(self, rest: bytes) -> None: ...
+
+
+def parse_header_block(block: bytes) -> dict[str, Any]:
+    """Validate and split header lines (each ending in CRLF) into a dict.
+
+    Names are lower-cased; a repeated name becomes a list of values in
+    order, except ``set-cookie`` which is always a list. Raises
+    :class:`HTTPParserError` on anything RFC 9112 refuses.
+    """
+    end = _BLOCK_RE.match(block).end()  # type: ignore[union-attr]
+    if end != len(block):
+        raise HTTPParserError("invalid header line", "HPE_INVALID_HEADER_TOKEN", block[end : end + 64])
+    headers: dict[str, Any] = {}
+    for name, value in _FIELD_RE.findall(block.decode("latin-1")):
+        name = name.lower()
+        old = headers.get(name)
+        if old is None:
+            headers[name] = [value] if name == "set-cookie" else value
+        elif type(old) is list:
+            old.append(value)
+        else:
+            headers[name] = [old, value]
+    return headers
+
+
+def _content_length(value: Any) -> int:
+    # RFC 9110 §8.6: a list of identical values may be treated as one value.
+    values = value if type(value) is list else [value]
+    parts = {p.strip() for v in values for p in v.split(",")}
+    if len(parts) != 1:
+        raise HTTPParserError("conflicting Content-Length", "HPE_UNEXPECTED_CONTENT_LENGTH")
+    text = parts.pop()
+    if not text.isdigit() or not text.isascii() or len(text) > 18:
+        raise HTTPParserError("invalid Content-Length", "HPE_INVALID_CONTENT_LENGTH", text.encode())
+    return int(text)
+
+
+def _has_token(value: Any, token: str) -> bool:
+    values = value if type(value) is list else [value]
+    return any(p.strip().lower() == token for v in values for p in v.split(","))
+
+
+class ResponseParser:
+    """Parse a stream of HTTP/1.1 responses. Not greenlet-safe: one reader owns it.
+
+    Before each response the driver calls :meth:`expect` with the request
+    method (HEAD responses have no body; 2xx answers to CONNECT and 101 end HTTP).
+    """
+
+    __slots__ = (
+        "sink",
+        "max_header_size",
+        "_buf",
+        "_state",
+        "_remaining",
+        "_method_head",
+        "_method_connect",
+        "_keep_alive",
+        "_trailer_bytes",
+        "head_bytes",
+        "bytes_read",
+    )
+
+    def __init__(self, sink: ParserSink, max_header_size: int = 16384) -> None:
+        self.sink = sink
+        self.max_header_size = max_header_size
+        self._buf = b""
+        self._state = _HEAD
+        self._remaining = 0
+        self._method_head = False
+        self._method_connect = False
+        self._keep_alive = True
+        self._trailer_bytes = 0
+        #: size of the last head, and body bytes read in the current message
+        self.head_bytes = 0
+        self.bytes_read = 0
+
+    # -- driver API -------------------------------------------------------
+    def expect(self, method: str) -> None:
+        """Declare the method of the request whose response comes next."""
+        self._method_head = method == "HEAD"
+        self._method_connect = method == "CONNECT"
+
+    @property
+    def idle(self) -> bool:
+        """True between messages with nothing buffered."""
+        return self._state == _HEAD and not self._buf
+
+    @property
+    def in_head(self) -> bool:
+        return self._state == _HEAD
+
+    @property
+    def eof_body(self) -> bool:
+        """True while reading a body that ends when the connection closes."""
+        return self._state == _BODY_EOF
+
+    @property
+    def body_remaining(self) -> int:
+        """Bytes still owed by a Content-Length body with nothing buffered, else 0."""
+        if self._state == _BODY_LENGTH and not self._buf:
+            return self._remaining
+        return 0
+
+    def feed(self, data: bytes) -> None:
+        """Parse ``data`` (plus anything buffered), calling the sink."""
+        if data:
+            buf = self._buf + data if self._buf else data
+        else:
+            buf = self._buf
+        self._buf = b""
+        pos = 0
+        n = len(buf)
+        try:
+            while pos < n:
+                state = self._state
+                if state == _BODY_LENGTH:
+                    take = self._remaining
+                    if n - pos < take:
+                        take = n - pos
+                    chunk = buf[pos : pos + take] if (pos or take != n) else buf
+                    pos += take
+                    self._remaining -= take
+                    self.bytes_read += take
+                    stop = self.sink.on_body(chunk)
+                    if self._remaining == 0:
+                        self._state = _HEAD
+                        stop = self.sink.on_complete(None) or stop
+                    if stop:
+                        break
+                elif state == _HEAD:
+                    end = buf.find(b"\r\n\r\n", pos)
+                    if end < 0:
+                        if n - pos > self.max_header_size:
+                            raise HeadersOverflowError()
+                        break
+                    stop = self._head(buf, pos, end + 4)
+                    pos = end + 4
+                    if self._state == _UPGRADED:
+                        self.sink.on_upgrade(buf[pos:])
+                        return
+                    if stop:
+                        break
+                elif state == _CHUNK_SIZE:
+                    m = _CHUNK_SIZE_RE.match(buf, pos)
+                    if m is None:
+                        if buf.find(b"\n", pos) >= 0 or n - pos > 4096:
+                            raise HTTPParserError(
+                                "invalid chunk size", "HPE_INVALID_CHUNK_SIZE", buf[pos : pos + 32]
+                            )
+                        break
+                    pos = m.end()
+                    size = int(m.group(1), 16)
+                    if size:
+                        self._remaining = size
+                        self._state = _CHUNK_DATA
+                    else:
+                        self._state = _TRAILERS
+                        self._trailer_bytes = 0
+                elif state == _CHUNK_DATA:
+                    take = self._remaining
+                    if n - pos < take:
+                        take = n - pos
+                    chunk = buf[pos : pos + take]
+                    pos += take
+                    self._remaining -= take
+                    self.bytes_read += take
+                    if self._remaining == 0:
+                        self._state = _CHUNK_CRLF
+                    if self.sink.on_body(chunk):
+                        break
+                elif state == _CHUNK_CRLF:
+                    if n - pos < 2:
+                        break
+                    if buf[pos : pos + 2] != b"\r\n":
+                        raise HTTPParserError(
+                            "expected CRLF after chunk data", "HPE_STRICT", buf[pos : pos + 8]
+                        )
+                    pos += 2
+                    self._state = _CHUNK_SIZE
+                elif state == _TRAILERS:
+                    if buf.startswith(b"\r\n", pos):
+                        pos += 2
+                        self._state = _HEAD
+                        if self.sink.on_complete(None):
+                            break
+                        continue
+                    end = buf.find(b"\r\n\r\n", pos)
+                    if end < 0:
+                        if n - pos > self.max_header_size:
+                            raise HeadersOverflowError()
+                        break
+                    trailers = parse_header_block(buf[pos : end + 2])
+                    pos = end + 4
+                    self._state = _HEAD
+                    if self.sink.on_complete(trailers):
+                        break
+                elif state == _BODY_EOF:
+                    chunk = buf[pos:] if pos else buf
+                    pos = n
+                    self.bytes_read += len(chunk)
+                    if self.sink.on_body(chunk):
+                        break
+                else:  # _UPGRADED or _DEAD: nothing more is HTTP
+                    raise HTTPParserError("data after the connection stopped carrying HTTP", "HPE_CLOSED_CONNECTION")
+        except BaseException:
+            self._state = _DEAD
+            raise
+        if pos < n:
+            self._buf = buf[pos:]
+
+    def feed_eof(self) -> bool:
+        """The peer closed. Returns True if that completed an EOF-delimited body."""
+        if self._state == _BODY_EOF:
+            self._state = _DEAD
+            self.sink.on_complete(None)
+            return True
+        self._state = _DEAD
+        return False
+
+    # -- internals ---------------------------------------------------------
+    def _head(self, buf: bytes, start: int, end: int) -> bool | None:
+        size = end - start
+        if size > self.max_header_size:
+            raise HeadersOverflowError()
+        m = _STATUS_RE.match(buf, start)
+        if m is None:
+            line_end = buf.find(b"\r\n", start)
+            raise HTTPParserError(
+                "invalid status line", "HPE_INVALID_CONSTANT", buf[start : min(line_end, start + 64)]
+            )
+        minor, status_b, reason_b = m.groups()
+        status = int(status_b)
+        if status < 100:
+            raise HTTPParserError("invalid status code", "HPE_INVALID_STATUS", status_b)
+        headers = parse_header_block(buf[m.end() : end - 2])
+        reason = reason_b.decode("latin-1") if reason_b else ""
+        raw = buf[start:end]
+        self.head_bytes = size
+        self.bytes_read = 0
+
+        if status < 200:
+            if status == 101:
+                self._state = _UPGRADED
+                self.sink.on_head(status, reason, headers, raw, False)
+                return True
+            # Interim response: report it and parse the next head.
+            return self.sink.on_head(status, reason, headers, raw, True)
+
+        conn = headers.get("connection")
+        if minor == b"1":
+            keep_alive = conn is None or not _has_token(conn, "close")
+        else:
+            keep_alive = conn is not None and _has_token(conn, "keep-alive")
+
+        te = headers.get("transfer-encoding")
+        cl = headers.get("content-length")
+        if self._method_connect:
+            # The original treats every final answer to CONNECT as the start of a
+            # tunnel; the caller checks the status (REFERENCE §1.8).
+            self._state = _UPGRADED
+            self.sink.on_head(status, reason, headers, raw, False)
+            return True
+        if self._method_head or status == 204 or status == 304:
+            # RFC 9112 §6.3 rule 1: no body, whatever the framing headers say.
+            self._state = _HEAD
+            stop = self.sink.on_head(status, reason, headers, raw, keep_alive)
+            return self.sink.on_complete(None) or stop
+        if te is not None:
+            if cl is not None:
+                # §6.3 rule 3: a sender MUST NOT send both; refuse (smuggling vector).
+                raise HTTPParserError(
+                    "Transfer-Encoding can't be present with Content-Length", "HPE_UNEXPECTED_CONTENT_LENGTH"
+                )
+            codings = [p.strip().lower() for v in (te if type(te) is list else [te]) for p in v.split(",")]
+            if codings[-1] == "chunked":
+                if codings.count("chunked") > 1:
+                    raise HTTPParserError("chunked applied twice", "HPE_INVALID_TRANSFER_ENCODING")
+                self._state = _CHUNK_SIZE
+            else:
+                self._state = _BODY_EOF
+                keep_alive = False
+            return self.sink.on_head(status, reason, headers, raw, keep_alive)
+        if cl is not None:
+            length = _content_length(cl)
+            if length == 0:
+                self._state = _HEAD
+                stop = self.sink.on_head(status, reason, headers, raw, keep_alive)
+                return self.sink.on_complete(None) or stop
+            self._remaining = length
+            self._state = _BODY_LENGTH
+            return self.sink.on_head(status, reason, headers, raw, keep_alive)
+        # §6.3 rule 8: the body runs until the connection closes.
+        self._state = _BODY_EOF
+        return self.sink.on_head(status, reason, headers, raw, False)

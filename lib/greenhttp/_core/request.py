@@ -1,0 +1,406 @@
+"""One request: its validated options, and the call-order guard around its handler.
+
+:class:`Request` is built by ``dispatch()`` from the options dict. It checks
+every option eagerly, keeps the normalised headers and body, and wraps the
+user's handler: drivers call ``request.on_*`` and never the handler itself.
+The guard enforces start → (upgrade | response_start+ → data* → end | error)
+with exactly one terminal call and nothing after it. A handler that raises is
+turned into ``abort(err)`` and ``on_response_error``; it never reaches the
+reader greenlet.
+
+Sans-IO: the transport plugs in through two hooks, ``abort_hook`` and
+``resume_hook``, set while the request is on a connection.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from ..errors import (
+    InvalidArgumentError,
+    NotSupportedError,
+    RequestAbortedError,
+    RequestContentLengthMismatchError,
+)
+from .body import StreamBody, normalize_body
+from .headers import TOKEN_RE, check_header_value, header_pairs, raw_header_list
+
+__all__ = ["Request", "Controller", "EXPECTS_PAYLOAD", "IDEMPOTENT_METHODS"]
+
+_KNOWN_METHODS = {
+    "get": "GET",
+    "head": "HEAD",
+    "post": "POST",
+    "put": "PUT",
+    "delete": "DELETE",
+    "options": "OPTIONS",
+    "query": "QUERY",
+    "patch": "PATCH",
+}
+EXPECTS_PAYLOAD = frozenset({"PUT", "POST", "PATCH", "QUERY", "PROPFIND", "PROPPATCH"})
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "QUERY"})
+# Methods for which strict_content_length does not check a declared length.
+_LENGTH_UNCHECKED = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "CONNECT"})
+_REFUSED_HEADERS = frozenset({"transfer-encoding", "keep-alive", "upgrade"})
+
+# Guard states.
+_CREATED, _STARTED, _HEADERS, _DONE = 0, 1, 2, 3
+
+
+def _noop(*args: Any) -> None:
+    return None
+
+
+def _path_ok(path: str) -> bool:
+    for ch in path:
+        o = ord(ch)
+        if o < 0x21 or o > 0xFF:
+            return False
+    return True
+
+
+def _timeout(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise InvalidArgumentError(f"invalid {name}: {value!r} (a non-negative number of seconds)")
+    return float(value)
+
+
+class Controller:
+    """What a handler gets to steer its request: ``abort``, ``pause``, ``resume``.
+
+    Greenlet-safe in the sense that any greenlet may call it; the effects are
+    applied by the connection's reader greenlet.
+    """
+
+    __slots__ = ("_request",)
+
+    def __init__(self, request: Request) -> None:
+        self._request = request
+
+    def abort(self, reason: BaseException | None = None) -> None:
+        """Abort the request; its handler gets ``on_response_error(reason)``."""
+        self._request.abort(reason)
+
+    def pause(self) -> None:
+        """Stop reading the response until :meth:`resume` (back-pressure)."""
+        self._request.paused = True
+
+    def resume(self) -> None:
+        """Resume reading after :meth:`pause`."""
+        self._request.resume()
+
+    @property
+    def aborted(self) -> bool:
+        return self._request.aborted
+
+    @property
+    def paused(self) -> bool:
+        return self._request.paused
+
+    @property
+    def reason(self) -> BaseException | None:
+        return self._request.reason
+
+    @property
+    def raw_headers(self) -> list[bytes] | None:
+        """The response head as a flat ``[name, value, ...]`` list of bytes, in wire order."""
+        raw = self._request.raw_head
+        return raw_header_list(raw) if raw is not None else None
+
+    @property
+    def raw_trailers(self) -> list[bytes] | None:
+        return self._request.raw_trailers
+
+
+class Request:
+    """A validated request plus its guarded handler. Owned by one dispatcher."""
+
+    __slots__ = (
+        "origin",
+        "method",
+        "path",
+        "headers",
+        "host",
+        "content_length",
+        "content_type",
+        "body",
+        "idempotent",
+        "blocking",
+        "upgrade",
+        "reset",
+        "headers_timeout",
+        "body_timeout",
+        "expect_continue",
+        "servername",
+        "type_of_service",
+        "handler",
+        "controller",
+        "state",
+        "aborted",
+        "paused",
+        "reason",
+        "raw_head",
+        "raw_trailers",
+        "abort_hook",
+        "resume_hook",
+        "error_hook",
+        "_on_response_data",
+    )
+
+    def __init__(self, opts: dict[str, Any], handler: Any) -> None:
+        if not isinstance(opts, dict):
+            raise InvalidArgumentError(f"options must be a dict, got {type(opts).__name__}")
+        get = opts.get
+        path = get("path")
+        method = get("method")
+        if not isinstance(path, str):
+            raise InvalidArgumentError(f"path must be a string, got {path!r}")
+        if not isinstance(method, str):
+            raise InvalidArgumentError(f"method must be a string, got {method!r}")
+        method = _KNOWN_METHODS.get(method, method)
+        if not TOKEN_RE.match(method):
+            raise InvalidArgumentError(f"invalid request method: {method!r}")
+        if method != "CONNECT":
+            if not (path.startswith("/") or path.startswith(("http://", "https://"))):
+                raise InvalidArgumentError(f"path must be an absolute URL or start with a slash, got {path!r}")
+        if not _path_ok(path):
+            raise InvalidArgumentError(f"invalid request path: {path!r}")
+        query = get("query")
+        if query:
+            if "?" in path or "#" in path:
+                raise InvalidArgumentError('query params cannot be passed when path already contains "?" or "#"')
+            path = path + "?" + urlencode(query, doseq=True, quote_via=quote, safe="!~*'()")
+        if get("throw_on_error") is not None:
+            raise InvalidArgumentError("invalid throw_on_error: use the response_error interceptor")
+        if get("max_redirections") not in (None, 0):
+            raise InvalidArgumentError("max_redirections is not supported, use the redirect interceptor")
+        self.origin = get("origin")
+        self.method = method
+        self.path = path
+
+        upgrade = get("upgrade")
+        if upgrade is not None:
+            if not isinstance(upgrade, str):
+                raise InvalidArgumentError(f"upgrade must be a string, got {upgrade!r}")
+            check_header_value("upgrade", upgrade)
+        self.upgrade = upgrade
+        reset = get("reset")
+        if reset is not None and not isinstance(reset, bool):
+            raise InvalidArgumentError(f"invalid reset: {reset!r}")
+        expect_continue = get("expect_continue", False)
+        if not isinstance(expect_continue, bool):
+            raise InvalidArgumentError(f"invalid expect_continue: {expect_continue!r}")
+        self.expect_continue = expect_continue
+        self.headers_timeout = _timeout("headers_timeout", get("headers_timeout"))
+        self.body_timeout = _timeout("body_timeout", get("body_timeout"))
+        tos = get("type_of_service")
+        if tos is not None and (isinstance(tos, bool) or not isinstance(tos, int) or not 0 <= tos <= 255):
+            raise InvalidArgumentError(f"type_of_service must be an integer between 0 and 255, got {tos!r}")
+        self.type_of_service = tos
+        servername = get("servername")
+        if servername is not None and not isinstance(servername, str):
+            raise InvalidArgumentError(f"servername must be a string, got {servername!r}")
+        self.servername = servername
+
+        idempotent = get("idempotent")
+        if idempotent is None:
+            idempotent = method in IDEMPOTENT_METHODS
+        elif not isinstance(idempotent, bool):
+            raise InvalidArgumentError(f"invalid idempotent: {idempotent!r}")
+        self.idempotent = idempotent
+        blocking = get("blocking")
+        if blocking is None:
+            blocking = method != "HEAD"
+        elif not isinstance(blocking, bool):
+            raise InvalidArgumentError(f"invalid blocking: {blocking!r}")
+        self.blocking = blocking
+
+        self.host: str | None = None
+        self.content_length: int | None = None
+        self.content_type: str | None = None
+        raw = get("headers")
+        close_requested = False
+        if raw:
+            self.headers, close_requested = self._special_headers(header_pairs(raw))
+        else:
+            self.headers = []
+        # A "connection: close" header asks for the socket to close after this response.
+        self.reset = True if close_requested and reset is None else reset
+        self.body = normalize_body(get("body"))
+        self._check_length()
+
+        self.handler = handler
+        self._on_response_data = getattr(handler, "on_response_data", None) or _noop
+        self.controller: Controller | None = None
+        self.state = _CREATED
+        self.aborted = False
+        self.paused = False
+        self.reason: BaseException | None = None
+        self.raw_head: bytes | None = None
+        self.raw_trailers: list[bytes] | None = None
+        self.abort_hook: Callable[[Request, BaseException], None] | None = None
+        self.resume_hook: Callable[[Request], None] | None = None
+        self.error_hook: Callable[[BaseException], None] | None = None
+
+    def _special_headers(self, pairs: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], bool]:
+        out = []
+        close_requested = False
+        for name, value in pairs:
+            key = name.lower()
+            if key == "host":
+                if self.host is not None:
+                    raise InvalidArgumentError("duplicate host header")
+                self.host = value
+            elif key == "content-length":
+                if self.content_length is not None:
+                    raise InvalidArgumentError("duplicate content-length header")
+                if not value.isdigit() or not value.isascii():
+                    raise InvalidArgumentError(f"invalid content-length header: {value!r}")
+                self.content_length = int(value)
+            elif key == "connection":
+                tokens = [t.strip().lower() for t in value.split(",")]
+                if not all(TOKEN_RE.match(t) for t in tokens):
+                    raise InvalidArgumentError(f"invalid connection header: {value!r}")
+                close_requested = close_requested or "close" in tokens
+            elif key in _REFUSED_HEADERS:
+                raise InvalidArgumentError(f"invalid {key} header: {value!r}")
+            elif key == "expect":
+                raise NotSupportedError("expect header not supported, use expect_continue=True")
+            else:
+                if key == "content-type" and self.content_type is None:
+                    self.content_type = value
+                out.append((name, value))
+        return out, close_requested
+
+    def _check_length(self) -> None:
+        body = self.body
+        declared = self.content_length
+        if declared is None or self.method in _LENGTH_UNCHECKED:
+            return
+        if isinstance(body, bytes):
+            actual: int | None = len(body)
+        elif isinstance(body, StreamBody):
+            actual = body.length
+        else:
+            actual = 0
+        if actual is not None and actual != declared:
+            raise RequestContentLengthMismatchError()
+
+    # -- the guard: drivers call these -------------------------------------
+    def start(self, context: Any) -> bool:
+        """Call ``on_request_start``; False if the request ended (aborted) meanwhile."""
+        if self.state == _DONE:
+            return False
+        self.state = _STARTED
+        self.paused = False
+        controller = self.controller = Controller(self)
+        fn = getattr(self.handler, "on_request_start", None)
+        if fn is not None:
+            try:
+                fn(controller, context)
+            except Exception as exc:
+                self.abort(exc)
+        return self.state != _DONE and not self.aborted
+
+    def on_headers(self, status: int, headers: dict[str, Any], message: str) -> bool:
+        """Deliver a response head. Returns True when the handler paused."""
+        if self.state == _DONE:
+            return False
+        self.state = _HEADERS
+        fn = getattr(self.handler, "on_response_start", None)
+        if fn is not None:
+            try:
+                fn(self.controller, status, headers, message)
+            except Exception as exc:
+                self.abort(exc)
+                return True
+        return self.paused
+
+    def on_data(self, chunk: bytes) -> bool:
+        """Deliver body bytes. Returns True when the handler paused."""
+        if self.state != _HEADERS:
+            return False
+        try:
+            self._on_response_data(self.controller, chunk)
+        except Exception as exc:
+            self.abort(exc)
+            return True
+        return self.paused
+
+    def on_complete(self, trailers: dict[str, Any] | None) -> None:
+        if self.state == _DONE:
+            return
+        self.state = _DONE
+        self.abort_hook = self.resume_hook = None
+        fn = getattr(self.handler, "on_response_end", None)
+        if fn is not None:
+            try:
+                fn(self.controller, trailers if trailers is not None else {})
+            except Exception as exc:
+                self._deliver_error(exc)
+
+    def on_upgrade(self, status: int, headers: Any, socket: Any) -> None:
+        if self.state == _DONE:
+            return
+        self.state = _DONE
+        self.abort_hook = self.resume_hook = None
+        fn = getattr(self.handler, "on_request_upgrade", None)
+        try:
+            if fn is None:
+                raise NotSupportedError("the handler has no on_request_upgrade method")
+            fn(self.controller, status, headers, socket)
+        except Exception as exc:
+            self._deliver_error(exc)
+
+    def on_error(self, err: BaseException) -> None:
+        """Fail the request (terminal). Safe to call more than once."""
+        if self.state == _DONE:
+            return
+        self.state = _DONE
+        self.abort_hook = self.resume_hook = None
+        self._deliver_error(err)
+
+    def _deliver_error(self, err: BaseException) -> None:
+        fn = getattr(self.handler, "on_response_error", None)
+        if fn is None:
+            hook = self.error_hook
+            if hook is not None:
+                hook(err)
+            return
+        try:
+            fn(self.controller, err)
+        except Exception as exc:
+            hook = self.error_hook
+            if hook is not None:
+                hook(exc)
+
+    # -- controller operations ---------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.state == _DONE
+
+    def abort(self, reason: BaseException | None = None) -> None:
+        if self.aborted or self.state == _DONE:
+            return
+        self.aborted = True
+        self.reason = reason if reason is not None else RequestAbortedError()
+        hook = self.abort_hook
+        if hook is not None:
+            hook(self, self.reason)
+        else:
+            self.on_error(self.reason)
+        if isinstance(self.body, StreamBody):
+            self.body.close()
+
+    def resume(self) -> None:
+        if not self.paused:
+            return
+        self.paused = False
+        hook = self.resume_hook
+        if hook is not None:
+            hook(self)

@@ -1,0 +1,73 @@
+"""Origin parsing: ``http://host:port`` into its parts (sans-IO)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from ..errors import InvalidArgumentError
+
+__all__ = ["Origin", "parse_origin", "is_ip_literal"]
+
+_DEFAULT_PORTS = {"http:": 80, "https:": 443}
+
+
+@dataclass(frozen=True)
+class Origin:
+    """An HTTP origin. ``origin`` is its serialisation (``http://h:8080``)."""
+
+    protocol: str  # "http:" or "https:"
+    hostname: str  # without brackets for IPv6
+    port: int
+    host: str  # Host header value: hostname, bracketed for IPv6, with a non-default port
+    origin: str
+
+    @property
+    def is_https(self) -> bool:
+        return self.protocol == "https:"
+
+
+def is_ip_literal(hostname: str) -> bool:
+    """True for an IPv4 or IPv6 address (no SNI is sent to those)."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(hostname)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_origin(url: object, name: str = "url") -> Origin:
+    """Parse ``url`` (a str or anything whose ``str()`` is a URL) into an :class:`Origin`.
+
+    Only the scheme, host and port are used; a path other than ``/``, a query
+    or a fragment is refused, like the original's ``parseOrigin``.
+    """
+    if not isinstance(url, str):
+        if url is None or not hasattr(url, "geturl") and not hasattr(url, "scheme"):
+            raise InvalidArgumentError(f"{name} must be a string or URL, got {url!r}")
+        url = str(url.geturl() if hasattr(url, "geturl") else url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidArgumentError(f"invalid {name}: {url!r} ({exc})") from exc
+    protocol = parts.scheme.lower() + ":"
+    if protocol not in _DEFAULT_PORTS:
+        raise InvalidArgumentError(
+            f"invalid {name}: {url!r} (the protocol must be http: or https:)"
+        )
+    hostname = parts.hostname
+    if not hostname:
+        raise InvalidArgumentError(f"invalid {name}: {url!r} (no host)")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise InvalidArgumentError(f"invalid {name}: {url!r} (an origin has no path, query or fragment)")
+    if parts.username is not None or parts.password is not None:
+        raise InvalidArgumentError(f"invalid {name}: {url!r} (credentials are not allowed)")
+    default = _DEFAULT_PORTS[protocol]
+    if port is None:
+        port = default
+    bracketed = f"[{hostname}]" if ":" in hostname else hostname
+    host = bracketed if port == default else f"{bracketed}:{port}"
+    return Origin(protocol, hostname, port, host, f"{protocol}//{host}")

@@ -1,0 +1,58 @@
+"""Debug logging: the spec's debug lines through Python's ``logging``.
+
+Loggers ``greenhttp``, ``greenhttp.fetch`` and ``greenhttp.websocket`` emit
+DEBUG records. Callers check :func:`enabled` first, so a disabled logger
+costs one attribute read on the hot path. The environment variable
+``GREENHTTP_DEBUG`` (comma-separated ``greenhttp``, ``fetch``, ``websocket``
+or ``*``) is read once, at first use, and attaches a stderr handler writing
+the spec's line shape: ``GREENHTTP <pid>: connecting to localhost using http:h1``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+__all__ = ["core", "websocket", "enabled", "setup_from_env"]
+
+core = logging.getLogger("greenhttp")
+fetch = logging.getLogger("greenhttp.fetch")
+websocket = logging.getLogger("greenhttp.websocket")
+
+_NAMESPACES = {"greenhttp": core, "fetch": fetch, "websocket": websocket}
+_configured = False
+
+
+class _SpecFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        ns = record.name.rsplit(".", 1)[-1].upper()
+        return f"{ns} {os.getpid()}: {record.getMessage()}"
+
+
+def setup_from_env() -> None:
+    """Read ``GREENHTTP_DEBUG`` once and attach stderr handlers it asks for."""
+    global _configured
+    if _configured:
+        return
+    _configured = True
+    value = os.environ.get("GREENHTTP_DEBUG", "")
+    names = {v.strip().lower() for v in value.split(",") if v.strip()}
+    if not names:
+        return
+    if "*" in names:
+        names = set(_NAMESPACES)
+    for name in names:
+        logger = _NAMESPACES.get(name)
+        if logger is None:
+            continue
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_SpecFormatter())
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+
+
+def enabled(logger: logging.Logger = core) -> bool:
+    """True if ``logger`` would emit a DEBUG record (cheap)."""
+    return logger.isEnabledFor(logging.DEBUG)

@@ -1,0 +1,142 @@
+"""The dispatcher base: events, the blocking helpers over ``dispatch``, ``compose``.
+
+Every dispatcher (``Client``, and later ``Pool``, ``Agent``, composed ones)
+implements ``dispatch(options, handler) -> bool`` and inherits the rest:
+``request`` (and its siblings) build an ordinary handler, call
+``self.dispatch`` and park the calling greenlet until the handler delivers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .._api.request import ResponseData, request, run_with_callback
+from .._api.upgrade import ConnectData, UpgradeData, connect, upgrade
+from .._emitter import EventEmitter
+from ..errors import InvalidArgumentError
+from .compose import compose_dispatch
+
+__all__ = ["Dispatcher", "ComposedDispatcher"]
+
+
+class Dispatcher(EventEmitter):
+    """Base of every dispatcher. Greenlet-safe. Events: ``connect``, ``disconnect``,
+    ``connectionError``, ``drain``, ``error`` (and ``ping`` on HTTP/2)."""
+
+    __slots__ = ("__dict__",)
+
+    def dispatch(self, options: dict[str, Any], handler: Any) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def close(self, callback: Callable[..., Any] | None = None) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def destroy(self, err: BaseException | None = None, callback: Any = None) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    # -- blocking helpers ------------------------------------------------------------
+    def request(
+        self,
+        path: str | None = None,
+        method: str = "GET",
+        *,
+        callback: Callable[[Any, Any], Any] | None = None,
+        **options: Any,
+    ) -> ResponseData:
+        """Send a request and block the calling greenlet until the response head arrives.
+
+        Returns :class:`ResponseData`; read its ``body`` (which blocks as data
+        arrives), or leave a ``with`` block to discard it. With
+        ``callback=``, returns None at once and calls ``callback(err, data)``.
+        Options: those of ``dispatch`` plus ``opaque``, ``signal``,
+        ``on_info``, ``response_headers`` ("raw") and ``high_water_mark``.
+        """
+        options["path"] = path
+        options["method"] = method
+        if callback is not None:
+            run_with_callback(lambda: request(self, options), callback, options.get("opaque"))
+            return None  # type: ignore[return-value]
+        return request(self, options)
+
+    def upgrade(
+        self,
+        path: str | None = None,
+        method: str = "GET",
+        *,
+        protocol: str = "Websocket",
+        callback: Callable[[Any, Any], Any] | None = None,
+        **options: Any,
+    ) -> UpgradeData:
+        """Send an upgrade request; blocks until ``101``. Returns ``UpgradeData(headers, socket, opaque)``."""
+        options.update(path=path, method=method, protocol=protocol)
+        if callback is not None:
+            run_with_callback(lambda: upgrade(self, options), callback, options.get("opaque"))
+            return None  # type: ignore[return-value]
+        return upgrade(self, options)
+
+    def connect(
+        self, path: str | None = None, *, callback: Callable[[Any, Any], Any] | None = None, **options: Any
+    ) -> ConnectData:
+        """HTTP CONNECT to ``path`` (``host:port``); blocks until the tunnel is answered.
+
+        Returns ``ConnectData(status_code, headers, socket, opaque)``.
+        """
+        options["path"] = path
+        if callback is not None:
+            run_with_callback(lambda: connect(self, options), callback, options.get("opaque"))
+            return None  # type: ignore[return-value]
+        return connect(self, options)
+
+    # -- composition ------------------------------------------------------------------
+    def compose(self, *interceptors: Any) -> ComposedDispatcher:
+        """A dispatcher whose ``dispatch`` runs through ``interceptors``, the first outermost."""
+        return ComposedDispatcher(self, interceptors)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class ComposedDispatcher(Dispatcher):
+    """A dispatcher with interceptors around another's ``dispatch``. Events, ``close``
+    and ``destroy`` are the wrapped dispatcher's."""
+
+    def __init__(self, inner: Dispatcher, interceptors: tuple[Any, ...]) -> None:
+        if not hasattr(inner, "dispatch"):
+            raise InvalidArgumentError(f"compose needs a dispatcher, got {inner!r}")
+        self._inner = inner
+        self._dispatch = compose_dispatch(inner.dispatch, interceptors)
+        origin = getattr(inner, "origin", None)
+        self._default_origin = origin if isinstance(origin, str) else None
+
+    def dispatch(self, options: dict[str, Any], handler: Any) -> bool:
+        if self._default_origin is not None and options.get("origin") is None:
+            options = {**options, "origin": self._default_origin}
+        return self._dispatch(options, handler)
+
+    def on(self, event: str, listener: Callable[..., Any]) -> Any:
+        return self._inner.on(event, listener)
+
+    def once(self, event: str, listener: Callable[..., Any]) -> Any:
+        return self._inner.once(event, listener)
+
+    def off(self, event: str, listener: Callable[..., Any]) -> Any:
+        return self._inner.off(event, listener)
+
+    def emit(self, event: str, *args: Any) -> bool:
+        return self._inner.emit(event, *args)
+
+    def listener_count(self, event: str) -> int:
+        return self._inner.listener_count(event)
+
+    def close(self, callback: Callable[..., Any] | None = None) -> None:
+        return self._inner.close(callback)
+
+    def destroy(self, err: BaseException | None = None, callback: Any = None) -> None:
+        return self._inner.destroy(err, callback)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)

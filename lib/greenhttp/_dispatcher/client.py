@@ -1,0 +1,447 @@
+"""``Client``: one origin, one connection at a time, HTTP/1.1 with pipelining.
+
+The client owns the queue of requests not yet written (``_pending``) and one
+connection, which owns the requests written and not yet answered. The
+resume loop (:meth:`Client._resume`) is the only place that decides what to
+write next; it runs in whichever greenlet made progress possible (a caller
+in ``dispatch``, the reader after a response, the connect greenlet), so no
+greenlet is spawned per request. Bookkeeping is decided first and I/O done
+after, so a greenlet switch never sees a half-updated queue.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from .. import _debug
+from .._core.options import ClientOptions, validate_client_options
+from .._core.request import Request
+from .._core.url import Origin, parse_origin
+from .._net.connector import build_connector
+from .._runtime import GreenletExit, Parker, getcurrent, spawn
+from ..errors import (
+    ClientClosedError,
+    ClientDestroyedError,
+    InformationalError,
+    InvalidArgumentError,
+    SocketError,
+)
+from .base import Dispatcher
+from .h1_driver import H1Connection
+from .stats import ClientStats
+
+__all__ = ["Client"]
+
+
+class Client(Dispatcher):
+    """A dispatcher for one origin over one connection (spec 2.1).
+
+    ``Client(url, **options)``; options are spec 2.1's in snake_case, durations
+    in seconds. Constructing it opens no connection: the first request (or
+    :meth:`connect` with no arguments) does. Greenlet-safe: any number of
+    greenlets may call it at once. ``dispatch`` never blocks; the blocking
+    helpers (``request`` …) block only the calling greenlet.
+    """
+
+    def __init__(self, url: Any, **options: Any) -> None:
+        super().__init__()
+        self._origin: Origin = parse_origin(url)
+        self._opts: ClientOptions = self._validate(options)
+        opts = self._opts
+        self._pipelining = opts.pipelining
+        self._host_line = f"host: {self._origin.host}\r\n".encode("latin-1")
+        self._connector = self._make_connector(opts)
+        self._pending: deque[Request] = deque()
+        self._conn: H1Connection | None = None
+        self._connecting = False
+        self._connected_once = False
+        self._closed = False
+        self._destroyed = False
+        self._close_parkers: list[Parker] = []
+        self._connect_parkers: list[Parker] = []
+        self._need_drain = False
+        self._readers: set[Any] = set()
+        self._in_resume = False
+        _debug.setup_from_env()
+
+    def _validate(self, options: dict[str, Any]) -> ClientOptions:
+        return validate_client_options(options)
+
+    def _make_connector(self, opts: ClientOptions) -> Callable[..., Any]:
+        connect = opts.connect
+        if callable(connect):
+            inject = {}
+            if opts.socket_path is not None:
+                inject["socket_path"] = opts.socket_path
+            # HTTP/2 lands with its own issue; until then only http/1.1 is offered.
+            inject["allow_h2"] = False
+            if not inject:
+                return connect
+
+            def wrapped(options: dict[str, Any], callback: Any = None) -> Any:
+                return connect({**options, **inject}, callback)
+
+            return wrapped
+        kwargs: dict[str, Any] = {
+            "timeout": opts.connect_timeout,
+            "allow_h2": False,
+            "socket_path": opts.socket_path,
+            "max_cached_sessions": opts.max_cached_sessions,
+            "auto_select_family": opts.auto_select_family,
+            "auto_select_family_attempt_timeout": opts.auto_select_family_attempt_timeout,
+        }
+        if connect:
+            kwargs.update({k: v for k, v in connect.items() if k != "allow_h2"})
+        return build_connector(**kwargs)
+
+    # -- public state --------------------------------------------------------------
+    @property
+    def origin(self) -> str:
+        return self._origin.origin
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` (or ``destroy()``) was called."""
+        return self._closed
+
+    @property
+    def destroyed(self) -> bool:
+        """True once destroyed, or once a ``close()`` has finished."""
+        return self._destroyed
+
+    @property
+    def pipelining(self) -> int:
+        """How many requests may be in flight on the connection (readable and writable)."""
+        return self._pipelining
+
+    @pipelining.setter
+    def pipelining(self, value: int) -> None:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InvalidArgumentError(f"pipelining must be a non-negative integer, got {value!r}")
+        self._pipelining = value
+        self._resume()
+
+    @property
+    def _running_count(self) -> int:
+        conn = self._conn
+        return len(conn.running) if conn is not None else 0
+
+    @property
+    def size(self) -> int:
+        """Requests queued or in flight."""
+        return len(self._pending) + self._running_count
+
+    @property
+    def connected(self) -> bool:
+        conn = self._conn
+        return conn is not None and not conn.destroyed and not self._connecting
+
+    @property
+    def busy(self) -> bool:
+        """True when the client won't take more work without queueing (wait for ``drain``)."""
+        if self._pending:
+            return True
+        conn = self._conn
+        running = len(conn.running) if conn is not None else 0
+        if running >= (self._pipelining or 1):
+            return True
+        return conn is not None and (conn.reset or conn.blocking or conn.writing)
+
+    @property
+    def stats(self) -> ClientStats:
+        """A snapshot: ``connected``, ``pending``, ``running``, ``size``."""
+        running = self._running_count
+        return ClientStats(self.connected, len(self._pending), running, len(self._pending) + running)
+
+    # -- dispatch -------------------------------------------------------------------
+    def dispatch(self, options: dict[str, Any], handler: Any) -> bool:
+        """Queue a request; never blocks. Returns False when busy (wait for ``drain``).
+
+        Errors are delivered through ``handler.on_response_error(None, err)``,
+        or raised if the handler has no such method.
+        """
+        try:
+            if self._destroyed:
+                raise ClientDestroyedError()
+            if self._closed:
+                raise ClientClosedError()
+            if options.get("dispatcher") is not None:
+                raise InvalidArgumentError("dispatcher is not supported by instance methods")
+            req = Request(options, handler)
+        except Exception as exc:
+            on_error = getattr(handler, "on_response_error", None)
+            if on_error is None:
+                raise
+            on_error(None, exc)
+            return False
+        req.error_hook = self._report_error
+        self._pending.append(req)
+        self._resume()
+        if self.busy:
+            self._need_drain = True
+            return False
+        return True
+
+    def _report_error(self, err: BaseException) -> None:
+        if not self.emit("error", err):
+            _debug.core.error("greenhttp: unhandled handler error: %r", err)
+
+    # -- the resume loop --------------------------------------------------------------
+    def _resume(self) -> None:
+        """Write what may be written now; connect if needed. Never blocks."""
+        if self._in_resume:
+            return
+        self._in_resume = True
+        try:
+            self._resume_loop()
+        finally:
+            self._in_resume = False
+
+    def _resume_loop(self) -> None:
+        pending = self._pending
+        while True:
+            if self._destroyed:
+                return
+            conn = self._conn
+            running = len(conn.running) if conn is not None else 0
+            if self._closed and not pending and not running and not self._connecting:
+                self._finish_close()
+                return
+            if self._need_drain and not self.busy:
+                self._need_drain = False
+                self.emit("drain", self._origin.origin)
+                continue
+            if not pending:
+                if conn is not None and conn.idle and conn.reset and not conn.writing:
+                    conn.destroy(InformationalError("reset"))
+                return
+            req = pending[0]
+            if req.done:
+                pending.popleft()
+                continue
+            if running >= (self._pipelining or 1):
+                return
+            if conn is None or conn.destroyed:
+                if not self._connecting:
+                    self._start_connect()
+                return
+            if conn.busy(req):
+                if conn.idle and conn.reset and not conn.writing:
+                    conn.destroy(InformationalError("reset"))
+                return
+            pending.popleft()
+            if not req.start(None):
+                continue
+            conn.write(req)
+
+    # -- connections -------------------------------------------------------------------
+    def _start_connect(self) -> None:
+        self._connecting = True
+        spawn(self._run_connection)
+
+    def _connect_options(self) -> dict[str, Any]:
+        o = self._origin
+        req = self._pending[0] if self._pending else None
+        host = req.host if req is not None and req.host else o.host
+        options: dict[str, Any] = {
+            "hostname": o.hostname,
+            "host": host,
+            "protocol": o.protocol,
+            "port": str(o.port),
+            "local_address": self._opts.local_address,
+        }
+        if req is not None and req.servername:
+            options["servername"] = req.servername
+        return options
+
+    def _run_connection(self) -> None:
+        """The connection's greenlet: connect, then become its reader."""
+        me = getcurrent()
+        self._readers.add(me)
+        try:
+            options = self._connect_options()
+            origin = self._origin
+            if _debug.enabled():
+                _debug.core.debug("connecting to %s using %sh1", origin.host, origin.protocol)
+            try:
+                sock = self._connector(options)
+            except GreenletExit:
+                self._connecting = False
+                return
+            except Exception as exc:
+                self._connecting = False
+                if _debug.enabled():
+                    _debug.core.debug(
+                        "connection to %s using %sh1 errored - %s", origin.host, origin.protocol, exc
+                    )
+                self._connect_failed(exc)
+                return
+            if self._destroyed:
+                self._connecting = False
+                sock.close()
+                return
+            conn = H1Connection(self, sock)
+            self._conn = conn
+            self._connecting = False
+            self._connected_once = True
+            if _debug.enabled():
+                _debug.core.debug("connected to %s using %sh1", origin.host, origin.protocol)
+            parkers, self._connect_parkers = self._connect_parkers, []
+            for p in parkers:
+                p.set(None)
+            self.emit("connect", origin.origin, [self])
+            self._resume()
+            conn.read_loop()
+        finally:
+            self._readers.discard(me)
+
+    def _connect_failed(self, err: BaseException) -> None:
+        parkers, self._connect_parkers = self._connect_parkers, []
+        for p in parkers:
+            p.set_exception(err)
+        if not isinstance(err, (InformationalError, SocketError)):
+            # Nothing was running: every queued request fails with the connect error.
+            pending = list(self._pending)
+            self._pending.clear()
+            for req in pending:
+                req.on_error(err)
+        self.emit("connectionError", self._origin.origin, [self], err)
+        self._resume()
+
+    def _connection_lost(self, conn: H1Connection, err: BaseException, running: list[Request]) -> None:
+        """Called once by a connection when it ends (on its reader greenlet)."""
+        if self._conn is conn:
+            self._conn = None
+        if running:
+            if self._destroyed:
+                for req in running:
+                    req.on_error(err)
+            else:
+                # REFERENCE §3.6: the head of the pipeline fails unless the close
+                # was informational; the others go back to the queue and are re-sent.
+                first = running[0]
+                if not isinstance(err, InformationalError):
+                    first.on_error(err)
+                    rest = running[1:]
+                else:
+                    rest = running
+                for req in reversed(rest):
+                    if not req.done:
+                        self._pending.appendleft(req)
+        self.emit("disconnect", self._origin.origin, [self], err)
+        self._resume()
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def connect(self, *args: Any, **options: Any) -> Any:
+        """With no arguments: open the connection now, blocking until connected.
+
+        Raises the connect error if the connection fails. With options, an
+        HTTP CONNECT (see :meth:`Dispatcher.connect`).
+        """
+        if args or options:
+            return super().connect(*args, **options)
+        if self._destroyed:
+            raise ClientDestroyedError()
+        if self._closed:
+            raise ClientClosedError()
+        if self.connected:
+            return None
+        parker = Parker()
+        self._connect_parkers.append(parker)
+        if not self._connecting:
+            self._start_connect()
+        return parker.get()
+
+    def close(self, callback: Callable[..., Any] | None = None) -> None:
+        """Stop taking requests, let the queued ones finish, then close.
+
+        Blocks the calling greenlet until done (or, with ``callback``, returns
+        at once and calls ``callback(err, None)`` when done).
+        """
+        if callback is not None:
+            self._in_background(self.close, callback)
+            return None
+        if self._destroyed:
+            if self._closed and not self._close_parkers:
+                return None
+            raise ClientDestroyedError()
+        self._closed = True
+        parker = Parker()
+        self._close_parkers.append(parker)
+        self._resume()
+        parker.get()
+        return None
+
+    def _finish_close(self) -> None:
+        self._destroy_now(None)
+
+    def destroy(self, err: BaseException | None = None, callback: Callable[..., Any] | None = None) -> None:
+        """Abort every queued and running request with ``err`` and close the connection.
+
+        Blocks until the socket is closed (or, with ``callback``, returns at once).
+        """
+        if callable(err) and callback is None and not isinstance(err, BaseException):
+            err, callback = None, err
+        if callback is not None:
+            self._in_background(lambda: self.destroy(err), callback)
+            return None
+        if self._destroyed and not self._readers:
+            return None
+        self._destroy_now(err if err is not None else ClientDestroyedError())
+        me = getcurrent()
+        for reader in list(self._readers):
+            if reader is not me:
+                reader.join()
+        return None
+
+    def _destroy_now(self, err: BaseException | None) -> None:
+        if self._destroyed:
+            return
+        self._destroyed = True
+        self._closed = True
+        reason = err if err is not None else ClientDestroyedError()
+        pending = list(self._pending)
+        self._pending.clear()
+        for req in pending:
+            req.on_error(reason)
+        for p in self._connect_parkers:
+            p.set_exception(reason)
+        self._connect_parkers = []
+        conn = self._conn
+        if conn is not None:
+            conn.destroy(reason)
+        elif self._connecting:
+            for reader in list(self._readers):
+                if reader is not getcurrent():
+                    reader.kill(block=False)
+        parkers, self._close_parkers = self._close_parkers, []
+        if parkers:
+            me = getcurrent()
+            readers = [r for r in self._readers if r is not me]
+
+            def wake() -> None:
+                for r in readers:
+                    r.join()
+                for p in parkers:
+                    p.set(None)
+
+            if readers:
+                spawn(wake)
+            else:
+                wake()
+
+    def _in_background(self, fn: Callable[[], Any], callback: Callable[..., Any]) -> None:
+        def run() -> None:
+            try:
+                value = fn()
+            except Exception as exc:
+                callback(exc, None)
+            else:
+                callback(None, value)
+
+        spawn(run)
+
+    def __repr__(self) -> str:
+        return f"<greenhttp.Client {self._origin.origin} size={self.size}>"

@@ -1,0 +1,501 @@
+"""One HTTP/1.1 connection: writes requests, and one reader greenlet parses responses.
+
+The reader greenlet owns the socket's read side and the parser, and turns
+parser events into the request guard's calls (``_core/request.py``). The
+:class:`Client` owns the queue; this module asks it for the next request
+(``client._resume()``) whenever the connection may take one, and reports
+its death (``client._connection_lost``).
+
+Timeouts are one lazily re-armed :class:`Deadline` per connection: the
+headers, body and keep-alive idle timeouts are the same timer with a moving
+deadline, so no timer object is made per request. A fired deadline throws
+into the reader greenlet, which fails the request on its own greenlet.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from .. import _debug
+from .._core.body import StreamBody, to_bytes_chunk
+from .._core.h1 import ResponseParser
+from .._core.request import EXPECTS_PAYLOAD, Request
+from .._net.stream import Transport, UpgradedSocket
+from .._runtime import Deadline, GreenletExit, Parker, getcurrent, kill, spawn
+from ..errors import (
+    BodyTimeoutError,
+    HeadersTimeoutError,
+    InformationalError,
+    RequestContentLengthMismatchError,
+    ResponseExceededMaxSizeError,
+    SocketError,
+)
+
+if TYPE_CHECKING:
+    from .client import Client
+
+__all__ = ["H1Connection"]
+
+_KEEP_ALIVE_HINT = re.compile(r"timeout=(\d+)")
+_BIG_READ = 1 << 22  # read a known-length body straight into one buffer up to 4 MiB
+_INLINE_BODY = 1 << 16  # bodies up to 64 KiB go out with the head in one send
+
+_IDLE, _HEADERS, _BODY = 0, 1, 2
+
+
+class _TimeoutFired(Exception):
+    """Thrown into the reader greenlet when its deadline passes."""
+
+
+class H1Connection:
+    """An HTTP/1.1 connection of a :class:`Client`. Used from the client's greenlets only."""
+
+    version = "h1"
+
+    def __init__(self, client: Client, sock: Any) -> None:
+        self.client = client
+        self.sock = sock
+        self.transport = Transport(sock)
+        self.parser = ResponseParser(self, client._opts.max_header_size)
+        self.running: deque[Request] = deque()
+        self.reset = False  # no new requests; close once the running ones are done
+        self.blocking = False  # a written request waits for its response head
+        self.writing = False  # a writer greenlet owns the write side
+        self.destroyed = False
+        self.count = 0  # requests written on this socket
+        self.keep_alive_timeout = client._opts.keep_alive_timeout
+        self.reader: Any = None
+        self._phase = _IDLE
+        self._deadline = Deadline(self._on_deadline)
+        self._resume_parker: Parker | None = None
+        self._error: BaseException | None = None
+        self._continue: Parker | None = None  # expect: 100-continue in progress
+        self._upgrade: tuple[int, dict[str, Any]] | None = None
+        self._stop_reading = False  # reset and drained, or upgraded
+        self._finished = False
+        self._detached = False
+
+    # -- scheduling ---------------------------------------------------------
+    def busy(self, req: Request) -> bool:
+        """May ``req`` be written now (REFERENCE §3.3)?"""
+        if self.reset or self.blocking or self.writing or self.destroyed:
+            return True
+        if self.running:
+            if not req.idempotent or req.upgrade is not None or req.method == "CONNECT":
+                return True
+            body = req.body
+            if isinstance(body, StreamBody):
+                return True
+        return False
+
+    @property
+    def idle(self) -> bool:
+        return not self.running
+
+    def write(self, req: Request) -> None:
+        """Write ``req`` (already started) on this connection. Never blocks for small bodies."""
+        client = self.client
+        opts = client._opts
+        self.count += 1
+        method = req.method
+        body = req.body
+        reset = req.reset
+        if method == "HEAD" or req.upgrade is not None or method == "CONNECT":
+            if reset is not False or req.upgrade is not None or method == "CONNECT":
+                self.reset = True
+        elif body is not None and method not in EXPECTS_PAYLOAD and reset is not False:
+            self.reset = True
+        if reset:
+            self.reset = True
+        limit = opts.max_requests_per_client
+        if limit and self.count >= limit:
+            self.reset = True
+
+        parts = [f"{method} {req.path} HTTP/1.1\r\n".encode("latin-1")]
+        parts.append(client._host_line if req.host is None else f"host: {req.host}\r\n".encode("latin-1"))
+        if req.upgrade is not None:
+            parts.append(f"connection: upgrade\r\nupgrade: {req.upgrade}\r\n".encode("latin-1"))
+        elif client._pipelining and not self.reset:
+            parts.append(b"connection: keep-alive\r\n")
+        else:
+            parts.append(b"connection: close\r\n")
+        if req.headers:
+            parts.append("".join([f"{k}: {v}\r\n" for k, v in req.headers]).encode("latin-1"))
+        stream = None
+        if body is None:
+            if method in EXPECTS_PAYLOAD:
+                parts.append(b"content-length: 0\r\n")
+        elif type(body) is bytes:
+            length = len(body)
+            if req.content_length is not None and req.content_length != length and not opts.strict_content_length:
+                pass  # not strict: the real length is sent, never the wrong one
+            parts.append(b"content-length: %d\r\n" % length)
+        else:
+            stream = body
+            length = req.content_length if req.content_length is not None else body.length
+            if length is None:
+                parts.append(b"transfer-encoding: chunked\r\n")
+            else:
+                parts.append(b"content-length: %d\r\n" % length)
+        if req.expect_continue and body is not None:
+            parts.append(b"expect: 100-continue\r\n")
+        parts.append(b"\r\n")
+
+        if not self.running:
+            self.parser.expect(method)
+        self.running.append(req)
+        req.abort_hook = self._abort_request
+        req.resume_hook = self._resume_request
+        if req.blocking:
+            self.blocking = True
+        if _debug.enabled():
+            _debug.core.debug("sending request to %s %s%s", method, client._origin.origin, req.path)
+
+        if stream is None and (body is None or len(body) <= _INLINE_BODY) and not req.expect_continue:
+            data = b"".join(parts) + body if body is not None else b"".join(parts)
+            self._send(data)
+        else:
+            self.writing = True
+            spawn(self._write_body, req, b"".join(parts), body, stream)
+        if len(self.running) == 1 and not self.writing:
+            self._arm(_HEADERS, req)
+
+    def _send(self, data: bytes) -> None:
+        try:
+            sent = self.transport.try_send(data)
+        except OSError as exc:
+            self._fail_write(exc)
+            return
+        if sent < len(data):
+            self.writing = True
+            spawn(self._write_rest, data[sent:])
+
+    def _write_rest(self, data: bytes) -> None:
+        try:
+            self.transport.sendall(data)
+        except OSError as exc:
+            self._fail_write(exc)
+            return
+        self._write_done()
+
+    def _write_body(self, req: Request, head: bytes, body: Any, stream: StreamBody | None) -> None:
+        transport = self.transport
+        try:
+            if req.expect_continue:
+                # The body goes once 100 Continue arrives; a final answer first cancels it.
+                cont = self._continue = Parker()
+                transport.sendall(head)
+                if not cont.get():
+                    self._write_done()
+                    return
+                head = b""
+            if stream is None:
+                transport.sendall(head + body if head else body)
+            else:
+                self._write_stream(req, head, stream)
+        except GreenletExit:
+            return
+        except (OSError, RequestContentLengthMismatchError) as exc:
+            self._fail_write(exc)
+            return
+        self._write_done()
+
+    def _write_stream(self, req: Request, head: bytes, stream: StreamBody) -> None:
+        transport = self.transport
+        declared = req.content_length if req.content_length is not None else stream.length
+        chunked = declared is None
+        if stream.used:
+            raise RequestContentLengthMismatchError("the request body stream was already used")
+        stream.used = True
+        if head:
+            transport.sendall(head)
+        written = 0
+        try:
+            for item in stream.chunks:
+                if req.done:
+                    return
+                chunk = to_bytes_chunk(item)
+                if not chunk:
+                    continue
+                written += len(chunk)
+                if declared is not None and written > declared:
+                    raise RequestContentLengthMismatchError()
+                if chunked:
+                    transport.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                else:
+                    transport.sendall(chunk)
+        except (OSError, RequestContentLengthMismatchError, GreenletExit):
+            raise
+        except Exception as exc:
+            # The body iterator raised: the request fails with that error.
+            req.abort(exc)
+            raise GreenletExit() from exc
+        if declared is not None and written != declared:
+            raise RequestContentLengthMismatchError()
+        if chunked:
+            transport.sendall(b"0\r\n\r\n")
+
+    def _write_done(self) -> None:
+        self.writing = False
+        if self.destroyed:
+            return
+        if self.running and self._phase == _IDLE:
+            self._arm(_HEADERS, self.running[0])
+        self.client._resume()
+
+    def _fail_write(self, exc: BaseException) -> None:
+        self.writing = False
+        if isinstance(exc, RequestContentLengthMismatchError) and self.running:
+            # The server must never see a body that disagrees with its length.
+            self.running[-1].on_error(exc)
+        self.destroy(exc if not isinstance(exc, OSError) else SocketError(str(exc), cause=exc))
+
+    # -- timers -----------------------------------------------------------------
+    def _arm(self, phase: int, req: Request | None) -> None:
+        self._phase = phase
+        opts = self.client._opts
+        if phase == _HEADERS:
+            t = req.headers_timeout if req is not None and req.headers_timeout is not None else opts.headers_timeout
+        elif phase == _BODY:
+            t = req.body_timeout if req is not None and req.body_timeout is not None else opts.body_timeout
+        else:
+            t = self.keep_alive_timeout
+        self._deadline.set(t)
+
+    def _on_deadline(self) -> None:
+        # Runs in the hub: hand the failure to the reader greenlet.
+        if self.reader is not None and not self.destroyed:
+            kill(self.reader, _TimeoutFired())
+
+    # -- parser sink (called on the reader greenlet) --------------------------------
+    def on_head(self, status: int, reason: str, headers: dict[str, Any], raw: bytes, keep_alive: bool) -> bool:
+        running = self.running
+        if not running:
+            raise SocketError("bad response", self._socket_info())
+        req = running[0]
+        req.raw_head = raw
+        if status == 101 or req.method == "CONNECT":
+            if req.upgrade is None and req.method != "CONNECT" or status < 200 and req.method == "CONNECT":
+                raise SocketError("bad upgrade", self._socket_info())
+            self._upgrade = (status, headers)
+            return True
+        if status < 200:
+            if status == 100:
+                if self._continue is not None:
+                    self._continue.set(True)
+                return False
+            return req.on_headers(status, headers, reason)
+        if req.upgrade is not None:
+            raise SocketError("bad upgrade", self._socket_info())
+        if req.expect_continue:
+            cont = self._continue
+            if cont is not None and not cont.ready():
+                # A final answer before 100: the body is not sent; the socket can't be reused.
+                cont.set(False)
+                self.reset = True
+        self.blocking = False
+        if not keep_alive:
+            self.reset = True
+        elif self.client._pipelining:
+            hint = headers.get("keep-alive")
+            if hint is not None:
+                m = _KEEP_ALIVE_HINT.search(hint if type(hint) is str else ",".join(hint))
+                if m:
+                    opts = self.client._opts
+                    t = min(int(m.group(1)) - opts.keep_alive_timeout_threshold, opts.keep_alive_max_timeout)
+                    if t <= 0:
+                        self.reset = True
+                    else:
+                        self.keep_alive_timeout = t
+                else:
+                    self.keep_alive_timeout = self.client._opts.keep_alive_timeout
+            else:
+                self.keep_alive_timeout = self.client._opts.keep_alive_timeout
+        if _debug.enabled():
+            _debug.core.debug(
+                "received response to %s %s%s - HTTP %d", req.method, self.client._origin.origin, req.path, status
+            )
+        self._arm(_BODY, req)
+        return req.on_headers(status, headers, reason)
+
+    def on_body(self, chunk: bytes) -> bool:
+        req = self.running[0]
+        limit = self.client._opts.max_response_size
+        if limit >= 0 and self.parser.bytes_read > limit:
+            raise ResponseExceededMaxSizeError()
+        if self._phase == _BODY:
+            self._arm(_BODY, req)
+        return req.on_data(chunk)
+
+    def on_complete(self, trailers: dict[str, Any] | None) -> bool:
+        running = self.running
+        req = running.popleft()
+        if trailers and _debug.enabled():
+            _debug.core.debug("trailers received from %s %s%s", req.method, self.client._origin.origin, req.path)
+        req.on_complete(trailers)
+        if running:
+            nxt = running[0]
+            self.parser.expect(nxt.method)
+            if not self.writing:
+                self._arm(_HEADERS, nxt)
+        elif self.reset:
+            self._phase = _IDLE
+            self._deadline.clear()
+            self._stop_reading = True
+            return True
+        else:
+            self._arm(_IDLE, None)
+        self.client._resume()
+        return False
+
+    def on_upgrade(self, rest: bytes) -> None:
+        req = self.running.popleft()
+        self._deadline.close()
+        status, headers = self._upgrade or (101, {})
+        self._stop_reading = True
+        self._detached = True
+        self.transport.release()
+        req.on_upgrade(status, headers, UpgradedSocket(self.sock, rest))
+
+    # -- the reader greenlet --------------------------------------------------
+    def read_loop(self) -> None:
+        """Read and parse until the connection ends. Runs on the connection's greenlet."""
+        self.reader = getcurrent()
+        transport = self.transport
+        parser = self.parser
+        buf = bytearray(65536)
+        view = memoryview(buf)
+        err: BaseException | None = None
+        wait_first = True
+        try:
+            while not self.destroyed:
+                if self._stop_reading:
+                    break
+                head = self.running[0] if self.running else None
+                if head is not None and head.paused:
+                    self._wait_resume(head)
+                    parser.feed(b"")
+                    continue
+                remaining = parser.body_remaining
+                if remaining > 65536:
+                    data = self._read_exact(min(remaining, _BIG_READ))
+                    if data is None:
+                        err = self._eof()
+                        break
+                    parser.feed(data)
+                    continue
+                n = transport.recv_into(view, wait_first)
+                if n == 0:
+                    err = self._eof()
+                    break
+                wait_first = n < 65536
+                parser.feed(view[:n].tobytes())
+        except _TimeoutFired:
+            if self._phase == _HEADERS:
+                err = HeadersTimeoutError()
+            elif self._phase == _BODY:
+                err = BodyTimeoutError()
+            else:
+                err = InformationalError("socket idle timeout")
+        except GreenletExit:
+            err = self._error or InformationalError("destroyed")
+        except OSError as exc:
+            err = SocketError(str(exc) or exc.__class__.__name__, self._socket_info(), cause=exc)
+        except Exception as exc:  # parser errors, size limits
+            err = exc
+        finally:
+            self.reader = None
+        if self._detached:
+            self._finish(InformationalError("upgrade"), close=False)
+            return
+        if err is None:
+            err = InformationalError("reset")
+        self._finish(err)
+
+    def _read_exact(self, size: int) -> bytes | None:
+        """Read ``size`` body bytes straight into one buffer (big known-length bodies)."""
+        out = bytearray(size)
+        view = memoryview(out)
+        got = 0
+        transport = self.transport
+        req = self.running[0]
+        while got < size:
+            n = transport.recv_into(view[got:], True)
+            if n == 0:
+                if got:
+                    self.parser.feed(bytes(view[:got]))
+                return None
+            got += n
+            if self._phase == _BODY:
+                self._arm(_BODY, req)
+        return bytes(out)
+
+    def _wait_resume(self, req: Request) -> None:
+        self._deadline.clear()
+        parker = self._resume_parker = Parker()
+        if req.paused:
+            parker.get()
+        self._resume_parker = None
+        if self._phase == _BODY and self.running:
+            self._arm(_BODY, self.running[0])
+
+    def _resume_request(self, req: Request) -> None:
+        parker = self._resume_parker
+        if parker is not None:
+            parker.set()
+
+    def _eof(self) -> BaseException | None:
+        if self.parser.feed_eof():
+            return None
+        if self.running:
+            return SocketError("other side closed", self._socket_info())
+        return SocketError("other side closed", self._socket_info())
+
+    # -- teardown ------------------------------------------------------------------
+    def _abort_request(self, req: Request, reason: BaseException) -> None:
+        # HTTP/1.1 can't cancel one response: the socket goes, the others are re-sent.
+        req.on_error(reason)
+        self.destroy(InformationalError("aborted"))
+
+    def destroy(self, err: BaseException) -> None:
+        """Close the connection with ``err``. Never blocks; the reader finishes the job."""
+        if self.destroyed:
+            return
+        self.destroyed = True
+        self._error = err
+        reader = self.reader
+        if reader is not None and reader is not getcurrent():
+            kill(reader)
+        elif reader is None:
+            self._finish(err)
+
+    def _finish(self, err: BaseException, close: bool = True) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        self.destroyed = True
+        self._deadline.close()
+        if self._continue is not None:
+            self._continue.set(False)
+        if close:
+            self.transport.close()
+        running = list(self.running)
+        self.running.clear()
+        self.client._connection_lost(self, err, running)
+
+    def _socket_info(self) -> dict[str, Any] | None:
+        try:
+            local = self.sock.getsockname()
+            remote = self.sock.getpeername()
+        except (OSError, AttributeError):
+            return None
+        if isinstance(local, tuple):
+            return {
+                "local_address": local[0],
+                "local_port": local[1],
+                "remote_address": remote[0],
+                "remote_port": remote[1],
+            }
+        return {"local_address": local, "remote_address": remote}

@@ -1,0 +1,186 @@
+"""Socket I/O for one connection, at the lowest cost gevent allows.
+
+For a plain gevent TCP or unix socket, :class:`Transport` talks to the real,
+non-blocking socket underneath and parks on libev watchers itself: a read
+waits for readability and *then* calls ``recv_into`` (no EAGAIN exception per
+read), and a write tries ``send`` at once, without gevent's ``getsockopt``
+per ``sendall``. Any other socket (TLS, or whatever a custom connector
+returns) goes through its own blocking ``recv_into``/``sendall``.
+
+One reader greenlet per socket; writes are serialised by the caller (the
+driver keeps one writer at a time).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gevent import get_hub, getcurrent
+from gevent.socket import socket as _gevent_socket
+
+__all__ = ["Transport", "UpgradedSocket"]
+
+
+class Transport:
+    """The byte pipe of one connection. Not greenlet-safe by itself: one reader, one writer."""
+
+    __slots__ = ("sock", "_raw", "_hub", "_rw", "_ww", "fast", "closed")
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self.closed = False
+        self._hub = get_hub()
+        self.fast = type(sock) is _gevent_socket
+        if self.fast:
+            self._raw = sock._sock
+            fd = self._raw.fileno()
+            loop = self._hub.loop
+            self._rw = loop.io(fd, 1)
+            self._ww = loop.io(fd, 2)
+        else:
+            self._raw = None
+            self._rw = self._ww = None
+
+    # -- reading (the reader greenlet only) ----------------------------------
+    def wait_readable(self) -> None:
+        """Block the calling greenlet until the socket is readable (fast path only)."""
+        watcher = self._rw
+        watcher.start(getcurrent().switch)
+        try:
+            self._hub.switch()
+        finally:
+            watcher.stop()
+
+    def recv_into(self, buf: Any, wait_first: bool = True) -> int:
+        """Read into ``buf``; blocks the calling greenlet; 0 means EOF."""
+        if self._raw is None:
+            return self.sock.recv_into(buf)
+        raw = self._raw
+        if wait_first:
+            self.wait_readable()
+        while True:
+            try:
+                return raw.recv_into(buf)
+            except BlockingIOError:
+                self.wait_readable()
+            except InterruptedError:
+                continue
+
+    def pending(self) -> int:
+        """TLS: decrypted bytes buffered in the SSL object (0 for plain sockets)."""
+        fn = getattr(self.sock, "pending", None)
+        return fn() if fn is not None else 0
+
+    # -- writing (one writer at a time) ---------------------------------------
+    def try_send(self, data: Any) -> int:
+        """Send what the kernel takes now without blocking; returns the count sent.
+
+        Only plain sockets can do this; for others it sends everything,
+        blocking the calling greenlet while the peer's window is full.
+        """
+        if self._raw is None:
+            self.sock.sendall(data)
+            return len(data)
+        try:
+            return self._raw.send(data)
+        except BlockingIOError:
+            return 0
+        except InterruptedError:
+            return 0
+
+    def sendall(self, data: Any) -> None:
+        """Send everything, blocking the calling greenlet while the socket is full."""
+        if self._raw is None:
+            self.sock.sendall(data)
+            return
+        view = memoryview(data)
+        raw = self._raw
+        total = len(view)
+        sent = 0
+        while sent < total:
+            try:
+                sent += raw.send(view[sent:])
+            except (BlockingIOError, InterruptedError):
+                watcher = self._ww
+                watcher.start(getcurrent().switch)
+                try:
+                    self._hub.switch()
+                finally:
+                    watcher.stop()
+
+    # -- lifecycle --------------------------------------------------------------
+    def shutdown_write(self) -> None:
+        try:
+            self.sock.shutdown(1)
+        except OSError:
+            pass
+
+    def release(self) -> None:
+        """Stop using the socket without closing it (it was handed to someone else)."""
+        self.closed = True
+        for watcher in (self._rw, self._ww):
+            if watcher is not None:
+                watcher.close()
+
+    def close(self) -> None:
+        """Close the socket and its watchers. Idempotent; never blocks."""
+        if self.closed:
+            return
+        self.closed = True
+        for watcher in (self._rw, self._ww):
+            if watcher is not None:
+                watcher.close()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class UpgradedSocket:
+    """A socket handed over after ``101 Switching Protocols`` or CONNECT.
+
+    Bytes the server sent right after the response head are returned first
+    by ``recv``/``recv_into``/``read``; everything else is the underlying
+    gevent socket's. Its reads and writes block the calling greenlet.
+    """
+
+    def __init__(self, sock: Any, head: bytes = b"") -> None:
+        self._sock = sock
+        self._head = head
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        if self._head:
+            data, self._head = self._head[:bufsize], self._head[bufsize:]
+            return data
+        return self._sock.recv(bufsize, flags)
+
+    read = recv
+
+    def recv_into(self, buf: Any, nbytes: int = 0, flags: int = 0) -> int:
+        if self._head:
+            view = memoryview(buf)
+            size = nbytes or len(view)
+            data, self._head = self._head[:size], self._head[size:]
+            view[: len(data)] = data
+            return len(data)
+        return self._sock.recv_into(buf, nbytes, flags)
+
+    def sendall(self, data: Any) -> None:
+        self._sock.sendall(data)
+
+    def send(self, data: Any) -> int:
+        return self._sock.send(data)
+
+    write = sendall
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> UpgradedSocket:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)

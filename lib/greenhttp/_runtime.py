@@ -1,0 +1,186 @@
+"""The runtime edge: every use of gevent's scheduling primitives goes through here.
+
+Only this module and ``_net/`` import gevent (DESIGN.md §2), so the rest of
+the library reads as plain Python and the cost of each primitive is visible
+in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gevent
+import gevent.event
+import gevent.lock
+import gevent.queue
+from gevent import GreenletExit, Timeout, get_hub, getcurrent, sleep, spawn
+from gevent._waiter import Waiter
+
+__all__ = [
+    "AsyncResult",
+    "Deadline",
+    "Event",
+    "GreenletExit",
+    "Parker",
+    "Queue",
+    "Semaphore",
+    "Timeout",
+    "call_soon",
+    "getcurrent",
+    "get_hub",
+    "kill",
+    "now",
+    "sleep",
+    "spawn",
+    "spawn_raw",
+    "start_timer",
+]
+
+Event = gevent.event.Event
+AsyncResult = gevent.event.AsyncResult
+Semaphore = gevent.lock.Semaphore
+Queue = gevent.queue.Queue
+spawn_raw = gevent.spawn_raw
+
+
+def call_soon(fn: Callable[..., Any], *args: Any) -> None:
+    """Run ``fn(*args)`` from the hub soon (the next loop iteration). Never blocks."""
+    get_hub().loop.run_callback(fn, *args)
+
+
+def now() -> float:
+    """The event loop's cached monotonic time, in seconds (cheap)."""
+    return get_hub().loop.now()
+
+
+def kill(greenlet: Any, exception: Any = GreenletExit) -> None:
+    """Kill ``greenlet`` without waiting for it (a no-op on the current greenlet)."""
+    if greenlet is not None and greenlet is not getcurrent() and not greenlet.dead:
+        if isinstance(greenlet, gevent.Greenlet):
+            greenlet.kill(exception, block=False)
+        else:
+            get_hub().loop.run_callback(greenlet.throw, exception)
+
+
+def start_timer(seconds: float, callback: Callable[..., Any], *args: Any) -> Any:
+    """A one-shot timer calling ``callback(*args)`` from the hub; ``.close()`` cancels it."""
+    timer = get_hub().loop.timer(seconds, ref=False)
+    timer.start(callback, *args)
+    return timer
+
+
+class Parker:
+    """Park one greenlet until another delivers a value or an error. Single use.
+
+    ``set``/``set_exception`` never block and may be called from any greenlet
+    (or the hub); ``get`` blocks the calling greenlet. This is gevent's
+    ``Waiter`` with the value kept, so a late wake-up after the waiter gave
+    up (a ``gevent.Timeout``) is harmless.
+    """
+
+    __slots__ = ("_waiter", "_value", "_exc", "_state")
+
+    def __init__(self) -> None:
+        self._waiter: Any = None
+        self._value: Any = None
+        self._exc: BaseException | None = None
+        self._state = 0
+
+    def ready(self) -> bool:
+        return self._state != 0
+
+    def set(self, value: Any = None) -> None:
+        if self._state:
+            return
+        self._state = 1
+        self._value = value
+        waiter = self._waiter
+        if waiter is not None:
+            get_hub().loop.run_callback(waiter.switch, None)
+
+    def set_exception(self, exc: BaseException) -> None:
+        if self._state:
+            return
+        self._state = 2
+        self._exc = exc
+        waiter = self._waiter
+        if waiter is not None:
+            get_hub().loop.run_callback(waiter.switch, None)
+
+    def get(self, timeout: float | None = None) -> Any:
+        if not self._state:
+            waiter = self._waiter = Waiter()
+            try:
+                if timeout is None:
+                    waiter.get()
+                else:
+                    with Timeout(timeout):
+                        waiter.get()
+            finally:
+                self._waiter = None
+        if self._state == 2:
+            exc = self._exc
+            raise exc  # type: ignore[misc]
+        return self._value
+
+
+class Deadline:
+    """One lazily re-armed timer for a deadline that moves often.
+
+    Setting a later deadline costs an attribute store; the timer, when it
+    fires early, re-arms itself for the rest. So a connection can refresh its
+    body timeout on every chunk without creating a timer per chunk. Used by
+    one greenlet at a time (the connection's owner).
+    """
+
+    __slots__ = ("_loop", "_callback", "_timer", "_due", "deadline")
+
+    def __init__(self, callback: Callable[[], Any]) -> None:
+        self._loop = get_hub().loop
+        self._callback = callback
+        self._timer: Any = None
+        self._due = 0.0
+        self.deadline: float | None = None
+
+    def set(self, seconds: float) -> None:
+        """Fire ``callback()`` once ``seconds`` from now have passed (0: cancel)."""
+        if not seconds:
+            self.deadline = None
+            return
+        due = self._loop.now() + seconds
+        self.deadline = due
+        if self._timer is None:
+            self._arm(seconds, due)
+        elif self._due > due + 0.001:
+            self._timer.close()
+            self._arm(seconds, due)
+
+    def clear(self) -> None:
+        self.deadline = None
+
+    def close(self) -> None:
+        self.deadline = None
+        if self._timer is not None:
+            self._timer.close()
+            self._timer = None
+
+    def _arm(self, seconds: float, due: float) -> None:
+        self._due = due
+        timer = self._timer = self._loop.timer(seconds, ref=False)
+        timer.start(self._fire)
+
+    def _fire(self) -> None:
+        timer = self._timer
+        self._timer = None
+        if timer is not None:
+            timer.close()
+        due = self.deadline
+        if due is None:
+            return
+        left = due - self._loop.now()
+        if left > 0.0005:
+            self._arm(left, due)
+            return
+        self.deadline = None
+        self._callback()

@@ -1,0 +1,1 @@
+"""greenhttp.cache_stores (internal)."""

@@ -1,0 +1,1 @@
+"""greenhttp.interceptors (internal)."""
