@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -114,7 +115,7 @@ class Bench:
             "concurrency": sc.concurrency,
             "connections": sc.connections,
             "calibrate_s": calibrate_s,
-            "timeout_s": self.run_timeout - 15,
+            "timeout_s": self.run_timeout - 25,  # leaves time to close and report
             "cafile": self.nginx.cafile,
         }
 
@@ -163,8 +164,13 @@ class Bench:
                 f"n={r['requests']}{extra}")
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds: runner groups and nginx are stopped in finally
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     if args.list:
         for sc in SCENARIOS.values():
             print(f"{sc.name:<14} {sc.title}\n{'':<14} clients: {', '.join(sc.allowed())}")

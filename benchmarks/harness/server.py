@@ -104,7 +104,7 @@ def _write_certs(tmp: Path) -> None:
     try:
         import trustme
     except ImportError:
-        trustme = None
+        trustme = None  # type: ignore[assignment]  # fall back to openssl below
     if trustme is not None:
         ca = trustme.CA()
         cert = ca.issue_cert("127.0.0.1", "localhost")

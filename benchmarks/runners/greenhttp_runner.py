@@ -42,14 +42,15 @@ def _need(module: Any, name: str) -> Any:
 
 
 def _close_all(dispatchers: list[Any]) -> None:
+    """Close every dispatcher, 10 s in all; a hang here must not eat the run's budget."""
     import gevent
 
-    for d in dispatchers:
-        try:
-            with gevent.Timeout(10):
+    try:
+        with gevent.Timeout(10):
+            for d in dispatchers:
                 d.close()
-        except (Exception, gevent.Timeout) as exc:
-            print(f"close failed: {exc!r}", file=sys.stderr)
+    except (Exception, gevent.Timeout) as exc:
+        print(f"close failed: {exc!r}", file=sys.stderr)
 
 
 def _pool_workers(greenhttp: Any, spec: Spec, opened: list[Any]) -> list[RequestFn]:

@@ -13,12 +13,16 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from functools import partial
 
-__all__ = ["core", "websocket", "enabled", "setup_from_env"]
+__all__ = ["core", "core_enabled", "websocket", "enabled", "setup_from_env"]
 
 core = logging.getLogger("greenhttp")
 fetch = logging.getLogger("greenhttp.fetch")
 websocket = logging.getLogger("greenhttp.websocket")
+
+#: True when the ``greenhttp`` logger emits DEBUG records (a C-level call: cheap).
+core_enabled = partial(core.isEnabledFor, logging.DEBUG)
 
 _NAMESPACES = {"greenhttp": core, "fetch": fetch, "websocket": websocket}
 _configured = False

@@ -94,6 +94,8 @@ def parse_header_block(block: bytes) -> dict[str, Any]:
 
 
 def _content_length(value: Any) -> int:
+    if type(value) is str and value.isdigit() and len(value) < 19 and value.isascii():
+        return int(value)
     # RFC 9110 §8.6: a list of identical values may be treated as one value.
     values = value if type(value) is list else [value]
     parts = {p.strip() for v in values for p in v.split(",")}
@@ -106,6 +108,8 @@ def _content_length(value: Any) -> int:
 
 
 def _has_token(value: Any, token: str) -> bool:
+    if type(value) is str and value.lower() == token:
+        return True
     values = value if type(value) is list else [value]
     return any(p.strip().lower() == token for v in values for p in v.split(","))
 
@@ -319,7 +323,11 @@ class ResponseParser:
 
         conn = headers.get("connection")
         if minor == b"1":
-            keep_alive = conn is None or not _has_token(conn, "close")
+            keep_alive = (
+                conn is None
+                or (type(conn) is str and "close" not in conn.lower())
+                or not _has_token(conn, "close")
+            )
         else:
             keep_alive = conn is not None and _has_token(conn, "keep-alive")
 

@@ -15,6 +15,7 @@ Sans-IO: the transport plugs in through two hooks, ``abort_hook`` and
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -23,12 +24,11 @@ from ..errors import (
     InvalidArgumentError,
     NotSupportedError,
     RequestAbortedError,
-    RequestContentLengthMismatchError,
 )
 from .body import StreamBody, normalize_body
 from .headers import TOKEN_RE, check_header_value, header_pairs, raw_header_list
 
-__all__ = ["Request", "Controller", "EXPECTS_PAYLOAD", "IDEMPOTENT_METHODS"]
+__all__ = ["Request", "Controller", "EXPECTS_PAYLOAD", "IDEMPOTENT_METHODS", "RESPONSE_STARTED"]
 
 _KNOWN_METHODS = {
     "get": "GET",
@@ -48,18 +48,17 @@ _REFUSED_HEADERS = frozenset({"transfer-encoding", "keep-alive", "upgrade"})
 
 # Guard states.
 _CREATED, _STARTED, _HEADERS, _DONE = 0, 1, 2, 3
+RESPONSE_STARTED = _HEADERS
 
 
 def _noop(*args: Any) -> None:
     return None
 
 
-def _path_ok(path: str) -> bool:
-    for ch in path:
-        o = ord(ch)
-        if o < 0x21 or o > 0xFF:
-            return False
-    return True
+_PATH_RE = re.compile(r"[\x21-\xff]+\Z")
+_VALID_METHODS = frozenset(
+    ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "QUERY", "CONNECT", "TRACE"]
+)
 
 
 def _timeout(name: str, value: Any) -> float | None:
@@ -118,134 +117,148 @@ class Controller:
 
 
 class Request:
-    """A validated request plus its guarded handler. Owned by one dispatcher."""
+    """A validated request plus its guarded handler. Owned by one dispatcher.
 
-    __slots__ = (
-        "origin",
-        "method",
-        "path",
-        "headers",
-        "host",
-        "content_length",
-        "content_type",
-        "body",
-        "idempotent",
-        "blocking",
-        "upgrade",
-        "reset",
-        "headers_timeout",
-        "body_timeout",
-        "expect_continue",
-        "servername",
-        "type_of_service",
-        "handler",
-        "controller",
-        "state",
-        "aborted",
-        "paused",
-        "reason",
-        "raw_head",
-        "raw_trailers",
-        "abort_hook",
-        "resume_hook",
-        "error_hook",
-        "_on_response_data",
-    )
+    Attributes default at class level, so a plain GET sets only what it has.
+    """
+
+    # Defaults (class attributes: a request with few options stays cheap).
+    origin: Any = None
+    headers: list[tuple[str, str]] = []
+    host: str | None = None
+    content_length: int | None = None
+    content_type: str | None = None
+    body: bytes | StreamBody | None = None
+    upgrade: str | None = None
+    reset: bool | None = None
+    headers_timeout: float | None = None
+    body_timeout: float | None = None
+    expect_continue = False
+    servername: str | None = None
+    type_of_service: int | None = None
+    controller: Controller | None = None
+    state = _CREATED
+    aborted = False
+    paused = False
+    reason: BaseException | None = None
+    raw_head: bytes | None = None
+    raw_trailers: list[bytes] | None = None
+    abort_hook: Callable[[Request, BaseException], None] | None = None
+    resume_hook: Callable[[Request], None] | None = None
+    error_hook: Callable[[BaseException], None] | None = None
 
     def __init__(self, opts: dict[str, Any], handler: Any) -> None:
-        if not isinstance(opts, dict):
-            raise InvalidArgumentError(f"options must be a dict, got {type(opts).__name__}")
-        get = opts.get
-        path = get("path")
-        method = get("method")
-        if not isinstance(path, str):
+        if type(opts) is not dict:
+            if not isinstance(opts, dict):
+                raise InvalidArgumentError(f"options must be a dict, got {type(opts).__name__}")
+        path = opts.get("path")
+        method = opts.get("method")
+        if type(method) is not str or method not in _VALID_METHODS:
+            method = self._check_method(method)
+        if type(path) is not str:
             raise InvalidArgumentError(f"path must be a string, got {path!r}")
+        if not _PATH_RE.match(path):
+            raise InvalidArgumentError(f"invalid request path: {path!r}")
+        if path[0] != "/" and method != "CONNECT" and not path.startswith(("http://", "https://")):
+            raise InvalidArgumentError(f"path must be an absolute URL or start with a slash, got {path!r}")
+        self.method = method
+        self.path = path
+        self.handler = handler
+        on_data = getattr(handler, "on_response_data", None)
+        self._on_response_data = on_data if on_data is not None else _noop
+        idempotent = blocking = None
+        if len(opts) > 2:
+            for key, value in opts.items():
+                if value is None:
+                    continue
+                if key == "idempotent":
+                    if not isinstance(value, bool):
+                        raise InvalidArgumentError(f"invalid idempotent: {value!r}")
+                    idempotent = value
+                elif key == "blocking":
+                    if not isinstance(value, bool):
+                        raise InvalidArgumentError(f"invalid blocking: {value!r}")
+                    blocking = value
+                elif key in _OPTION_SETTERS:
+                    _OPTION_SETTERS[key](self, value)
+        self.idempotent = idempotent if idempotent is not None else method in IDEMPOTENT_METHODS
+        self.blocking = blocking if blocking is not None else method != "HEAD"
+        if self.content_length is not None:
+            self._check_length()
+
+    @staticmethod
+    def _check_method(method: Any) -> str:
         if not isinstance(method, str):
             raise InvalidArgumentError(f"method must be a string, got {method!r}")
         method = _KNOWN_METHODS.get(method, method)
         if not TOKEN_RE.match(method):
             raise InvalidArgumentError(f"invalid request method: {method!r}")
-        if method != "CONNECT":
-            if not (path.startswith("/") or path.startswith(("http://", "https://"))):
-                raise InvalidArgumentError(f"path must be an absolute URL or start with a slash, got {path!r}")
-        if not _path_ok(path):
-            raise InvalidArgumentError(f"invalid request path: {path!r}")
-        query = get("query")
-        if query:
-            if "?" in path or "#" in path:
-                raise InvalidArgumentError('query params cannot be passed when path already contains "?" or "#"')
-            path = path + "?" + urlencode(query, doseq=True, quote_via=quote, safe="!~*'()")
-        if get("throw_on_error") is not None:
-            raise InvalidArgumentError("invalid throw_on_error: use the response_error interceptor")
-        if get("max_redirections") not in (None, 0):
-            raise InvalidArgumentError("max_redirections is not supported, use the redirect interceptor")
-        self.origin = get("origin")
-        self.method = method
-        self.path = path
+        return method
 
-        upgrade = get("upgrade")
-        if upgrade is not None:
-            if not isinstance(upgrade, str):
-                raise InvalidArgumentError(f"upgrade must be a string, got {upgrade!r}")
-            check_header_value("upgrade", upgrade)
-        self.upgrade = upgrade
-        reset = get("reset")
-        if reset is not None and not isinstance(reset, bool):
-            raise InvalidArgumentError(f"invalid reset: {reset!r}")
-        expect_continue = get("expect_continue", False)
-        if not isinstance(expect_continue, bool):
-            raise InvalidArgumentError(f"invalid expect_continue: {expect_continue!r}")
-        self.expect_continue = expect_continue
-        self.headers_timeout = _timeout("headers_timeout", get("headers_timeout"))
-        self.body_timeout = _timeout("body_timeout", get("body_timeout"))
-        tos = get("type_of_service")
-        if tos is not None and (isinstance(tos, bool) or not isinstance(tos, int) or not 0 <= tos <= 255):
+    # -- the less common options, each with its own check ----------------------------
+    def _set_origin(self, value: Any) -> None:
+        self.origin = value
+
+    def _set_query(self, query: Any) -> None:
+        if not query:
+            return
+        path = self.path
+        if "?" in path or "#" in path:
+            raise InvalidArgumentError('query params cannot be passed when path already contains "?" or "#"')
+        if not isinstance(query, dict):
+            raise InvalidArgumentError(f"query must be a dict, got {query!r}")
+        self.path = path + "?" + urlencode(query, doseq=True, quote_via=quote, safe="!~*'()")
+
+    def _set_throw_on_error(self, value: Any) -> None:
+        raise InvalidArgumentError("invalid throw_on_error: use the response_error interceptor")
+
+    def _set_max_redirections(self, value: Any) -> None:
+        if value != 0:
+            raise InvalidArgumentError("max_redirections is not supported, use the redirect interceptor")
+
+    def _set_upgrade(self, value: Any) -> None:
+        if not isinstance(value, str):
+            raise InvalidArgumentError(f"upgrade must be a string, got {value!r}")
+        self.upgrade = check_header_value("upgrade", value)
+
+    def _set_reset(self, value: Any) -> None:
+        if not isinstance(value, bool):
+            raise InvalidArgumentError(f"invalid reset: {value!r}")
+        # An explicit reset wins over a "connection: close" header either way.
+        self.reset = value
+        self._reset_given = True
+
+    def _set_expect_continue(self, value: Any) -> None:
+        if not isinstance(value, bool):
+            raise InvalidArgumentError(f"invalid expect_continue: {value!r}")
+        self.expect_continue = value
+
+    def _set_headers_timeout(self, value: Any) -> None:
+        self.headers_timeout = _timeout("headers_timeout", value)
+
+    def _set_body_timeout(self, value: Any) -> None:
+        self.body_timeout = _timeout("body_timeout", value)
+
+    def _set_type_of_service(self, tos: Any) -> None:
+        if isinstance(tos, bool) or not isinstance(tos, int) or not 0 <= tos <= 255:
             raise InvalidArgumentError(f"type_of_service must be an integer between 0 and 255, got {tos!r}")
         self.type_of_service = tos
-        servername = get("servername")
-        if servername is not None and not isinstance(servername, str):
-            raise InvalidArgumentError(f"servername must be a string, got {servername!r}")
-        self.servername = servername
 
-        idempotent = get("idempotent")
-        if idempotent is None:
-            idempotent = method in IDEMPOTENT_METHODS
-        elif not isinstance(idempotent, bool):
-            raise InvalidArgumentError(f"invalid idempotent: {idempotent!r}")
-        self.idempotent = idempotent
-        blocking = get("blocking")
-        if blocking is None:
-            blocking = method != "HEAD"
-        elif not isinstance(blocking, bool):
-            raise InvalidArgumentError(f"invalid blocking: {blocking!r}")
-        self.blocking = blocking
+    def _set_servername(self, value: Any) -> None:
+        if not isinstance(value, str):
+            raise InvalidArgumentError(f"servername must be a string, got {value!r}")
+        self.servername = value
 
-        self.host: str | None = None
-        self.content_length: int | None = None
-        self.content_type: str | None = None
-        raw = get("headers")
-        close_requested = False
-        if raw:
-            self.headers, close_requested = self._special_headers(header_pairs(raw))
-        else:
-            self.headers = []
+    def _set_headers(self, raw: Any) -> None:
+        if not raw:
+            return
+        self.headers, close_requested = self._special_headers(header_pairs(raw))
         # A "connection: close" header asks for the socket to close after this response.
-        self.reset = True if close_requested and reset is None else reset
-        self.body = normalize_body(get("body"))
-        self._check_length()
+        if close_requested and not getattr(self, "_reset_given", False):
+            self.reset = True
 
-        self.handler = handler
-        self._on_response_data = getattr(handler, "on_response_data", None) or _noop
-        self.controller: Controller | None = None
-        self.state = _CREATED
-        self.aborted = False
-        self.paused = False
-        self.reason: BaseException | None = None
-        self.raw_head: bytes | None = None
-        self.raw_trailers: list[bytes] | None = None
-        self.abort_hook: Callable[[Request, BaseException], None] | None = None
-        self.resume_hook: Callable[[Request], None] | None = None
-        self.error_hook: Callable[[BaseException], None] | None = None
+    def _set_body(self, value: Any) -> None:
+        self.body = normalize_body(value)
 
     def _special_headers(self, pairs: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], bool]:
         out = []
@@ -277,7 +290,15 @@ class Request:
                 out.append((name, value))
         return out, close_requested
 
+    length_mismatch = False
+
     def _check_length(self) -> None:
+        """Note a declared content-length that differs from a body of known length.
+
+        The dispatcher decides: with ``strict_content_length`` the request
+        fails with RequestContentLengthMismatchError; without, the real
+        length is sent (never a wrong one).
+        """
         body = self.body
         declared = self.content_length
         if declared is None or self.method in _LENGTH_UNCHECKED:
@@ -289,7 +310,7 @@ class Request:
         else:
             actual = 0
         if actual is not None and actual != declared:
-            raise RequestContentLengthMismatchError()
+            self.length_mismatch = True
 
     # -- the guard: drivers call these -------------------------------------
     def start(self, context: Any) -> bool:
@@ -404,3 +425,22 @@ class Request:
         hook = self.resume_hook
         if hook is not None:
             hook(self)
+
+
+# Option name -> setter. "reset" comes before "headers" in effect: _set_headers
+# looks at whether reset was given explicitly.
+_OPTION_SETTERS: dict[str, Callable[[Request, Any], None]] = {
+    "origin": Request._set_origin,
+    "query": Request._set_query,
+    "throw_on_error": Request._set_throw_on_error,
+    "max_redirections": Request._set_max_redirections,
+    "upgrade": Request._set_upgrade,
+    "reset": Request._set_reset,
+    "expect_continue": Request._set_expect_continue,
+    "headers_timeout": Request._set_headers_timeout,
+    "body_timeout": Request._set_body_timeout,
+    "type_of_service": Request._set_type_of_service,
+    "servername": Request._set_servername,
+    "headers": Request._set_headers,
+    "body": Request._set_body,
+}

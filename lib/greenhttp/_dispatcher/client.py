@@ -26,6 +26,7 @@ from ..errors import (
     ClientDestroyedError,
     InformationalError,
     InvalidArgumentError,
+    RequestContentLengthMismatchError,
     SocketError,
 )
 from .base import Dispatcher
@@ -177,8 +178,23 @@ class Client(Dispatcher):
             on_error(None, exc)
             return False
         req.error_hook = self._report_error
-        self._pending.append(req)
-        self._resume()
+        if req.length_mismatch and self._opts.strict_content_length:
+            req.on_error(RequestContentLengthMismatchError())
+            return not self.busy
+        conn = self._conn
+        if (
+            conn is not None
+            and not self._pending
+            and not self._in_resume
+            and len(conn.running) < (self._pipelining or 1)
+            and not conn.busy(req)
+        ):
+            # Fast path: an idle connection takes the request straight away.
+            if req.start(None):
+                conn.write(req)
+        else:
+            self._pending.append(req)
+            self._resume()
         if self.busy:
             self._need_drain = True
             return False
@@ -191,7 +207,7 @@ class Client(Dispatcher):
     # -- the resume loop --------------------------------------------------------------
     def _resume(self) -> None:
         """Write what may be written now; connect if needed. Never blocks."""
-        if self._in_resume:
+        if self._in_resume or not (self._pending or self._need_drain or self._closed):
             return
         self._in_resume = True
         try:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _debug
 from .._core.body import StreamBody, to_bytes_chunk
 from .._core.h1 import ResponseParser
-from .._core.request import EXPECTS_PAYLOAD, Request
+from .._core.request import EXPECTS_PAYLOAD, RESPONSE_STARTED as _RESPONSE_STARTED, Request
 from .._net.stream import Transport, UpgradedSocket
 from .._runtime import Deadline, GreenletExit, Parker, getcurrent, kill, spawn
 from ..errors import (
@@ -43,6 +43,7 @@ _BIG_READ = 1 << 22  # read a known-length body straight into one buffer up to 4
 _INLINE_BODY = 1 << 16  # bodies up to 64 KiB go out with the head in one send
 
 _IDLE, _HEADERS, _BODY = 0, 1, 2
+_DEBUG = _debug.core_enabled
 
 
 class _TimeoutFired(Exception):
@@ -97,70 +98,82 @@ class H1Connection:
     def write(self, req: Request) -> None:
         """Write ``req`` (already started) on this connection. Never blocks for small bodies."""
         client = self.client
-        opts = client._opts
         self.count += 1
         method = req.method
         body = req.body
-        reset = req.reset
-        if method == "HEAD" or req.upgrade is not None or method == "CONNECT":
-            if reset is not False or req.upgrade is not None or method == "CONNECT":
-                self.reset = True
-        elif body is not None and method not in EXPECTS_PAYLOAD and reset is not False:
-            self.reset = True
-        if reset:
-            self.reset = True
-        limit = opts.max_requests_per_client
+        if (
+            req.reset is not None
+            or method == "HEAD"
+            or method == "CONNECT"
+            or req.upgrade is not None
+            or (body is not None and method not in EXPECTS_PAYLOAD)
+        ):
+            self._reset_rules(req)
+        limit = client._opts.max_requests_per_client
         if limit and self.count >= limit:
             self.reset = True
 
-        parts = [f"{method} {req.path} HTTP/1.1\r\n".encode("latin-1")]
-        parts.append(client._host_line if req.host is None else f"host: {req.host}\r\n".encode("latin-1"))
+        head = b"%s %s HTTP/1.1\r\n%s" % (
+            method.encode(),
+            req.path.encode("latin-1"),
+            client._host_line if req.host is None else b"host: %s\r\n" % req.host.encode("latin-1"),
+        )
         if req.upgrade is not None:
-            parts.append(f"connection: upgrade\r\nupgrade: {req.upgrade}\r\n".encode("latin-1"))
+            head += b"connection: upgrade\r\nupgrade: %s\r\n" % req.upgrade.encode("latin-1")
         elif client._pipelining and not self.reset:
-            parts.append(b"connection: keep-alive\r\n")
+            head += b"connection: keep-alive\r\n"
         else:
-            parts.append(b"connection: close\r\n")
+            head += b"connection: close\r\n"
         if req.headers:
-            parts.append("".join([f"{k}: {v}\r\n" for k, v in req.headers]).encode("latin-1"))
+            head += "".join([f"{k}: {v}\r\n" for k, v in req.headers]).encode("latin-1")
         stream = None
         if body is None:
             if method in EXPECTS_PAYLOAD:
-                parts.append(b"content-length: 0\r\n")
+                head += b"content-length: 0\r\n"
         elif type(body) is bytes:
-            length = len(body)
-            if req.content_length is not None and req.content_length != length and not opts.strict_content_length:
-                pass  # not strict: the real length is sent, never the wrong one
-            parts.append(b"content-length: %d\r\n" % length)
+            # Without strict_content_length a wrong declared length is replaced
+            # by the real one: a wrong length on the wire is request smuggling.
+            head += b"content-length: %d\r\n" % len(body)
         else:
             stream = body
             length = req.content_length if req.content_length is not None else body.length
             if length is None:
-                parts.append(b"transfer-encoding: chunked\r\n")
+                head += b"transfer-encoding: chunked\r\n"
             else:
-                parts.append(b"content-length: %d\r\n" % length)
+                head += b"content-length: %d\r\n" % length
         if req.expect_continue and body is not None:
-            parts.append(b"expect: 100-continue\r\n")
-        parts.append(b"\r\n")
+            head += b"expect: 100-continue\r\n"
+        head += b"\r\n"
 
-        if not self.running:
+        running = self.running
+        if not running:
             self.parser.expect(method)
-        self.running.append(req)
+        running.append(req)
         req.abort_hook = self._abort_request
         req.resume_hook = self._resume_request
         if req.blocking:
             self.blocking = True
-        if _debug.enabled():
+        if _DEBUG():
             _debug.core.debug("sending request to %s %s%s", method, client._origin.origin, req.path)
 
         if stream is None and (body is None or len(body) <= _INLINE_BODY) and not req.expect_continue:
-            data = b"".join(parts) + body if body is not None else b"".join(parts)
-            self._send(data)
+            self._send(head + body if body is not None else head)
         else:
             self.writing = True
-            spawn(self._write_body, req, b"".join(parts), body, stream)
-        if len(self.running) == 1 and not self.writing:
+            spawn(self._write_body, req, head, body, stream)
+        if len(running) == 1 and not self.writing:
             self._arm(_HEADERS, req)
+
+    def _reset_rules(self, req: Request) -> None:
+        """REFERENCE §3.5: which requests close the socket after their response."""
+        method = req.method
+        if req.upgrade is not None or method == "CONNECT":
+            self.reset = True
+        elif req.reset is not None:
+            if req.reset:
+                self.reset = True
+        elif method == "HEAD" or (req.body is not None and method not in EXPECTS_PAYLOAD):
+            self.reset = True
 
     def _send(self, data: bytes) -> None:
         try:
@@ -264,6 +277,17 @@ class H1Connection:
             t = self.keep_alive_timeout
         self._deadline.set(t)
 
+    def _arm_for_wait(self) -> None:
+        """Before the reader waits: the deadline of what it is waiting for."""
+        running = self.running
+        if not running:
+            if self._phase != _IDLE:
+                self._arm(_IDLE, None)
+        elif running[0].state == _RESPONSE_STARTED:
+            self._arm(_BODY, running[0])
+        elif not self.writing:
+            self._arm(_HEADERS, running[0])
+
     def _on_deadline(self) -> None:
         # Runs in the hub: hand the failure to the reader greenlet.
         if self.reader is not None and not self.destroyed:
@@ -313,40 +337,29 @@ class H1Connection:
                     self.keep_alive_timeout = self.client._opts.keep_alive_timeout
             else:
                 self.keep_alive_timeout = self.client._opts.keep_alive_timeout
-        if _debug.enabled():
+        if _DEBUG():
             _debug.core.debug(
                 "received response to %s %s%s - HTTP %d", req.method, self.client._origin.origin, req.path, status
             )
-        self._arm(_BODY, req)
         return req.on_headers(status, headers, reason)
 
     def on_body(self, chunk: bytes) -> bool:
-        req = self.running[0]
         limit = self.client._opts.max_response_size
         if limit >= 0 and self.parser.bytes_read > limit:
             raise ResponseExceededMaxSizeError()
-        if self._phase == _BODY:
-            self._arm(_BODY, req)
-        return req.on_data(chunk)
+        return self.running[0].on_data(chunk)
 
     def on_complete(self, trailers: dict[str, Any] | None) -> bool:
         running = self.running
         req = running.popleft()
-        if trailers and _debug.enabled():
+        if trailers and _DEBUG():
             _debug.core.debug("trailers received from %s %s%s", req.method, self.client._origin.origin, req.path)
         req.on_complete(trailers)
         if running:
-            nxt = running[0]
-            self.parser.expect(nxt.method)
-            if not self.writing:
-                self._arm(_HEADERS, nxt)
+            self.parser.expect(running[0].method)
         elif self.reset:
-            self._phase = _IDLE
-            self._deadline.clear()
             self._stop_reading = True
             return True
-        else:
-            self._arm(_IDLE, None)
         self.client._resume()
         return False
 
@@ -386,6 +399,8 @@ class H1Connection:
                         break
                     parser.feed(data)
                     continue
+                if wait_first:
+                    self._arm_for_wait()
                 n = transport.recv_into(view, wait_first)
                 if n == 0:
                     err = self._eof()
@@ -422,14 +437,13 @@ class H1Connection:
         transport = self.transport
         req = self.running[0]
         while got < size:
+            self._arm(_BODY, req)
             n = transport.recv_into(view[got:], True)
             if n == 0:
                 if got:
                     self.parser.feed(bytes(view[:got]))
                 return None
             got += n
-            if self._phase == _BODY:
-                self._arm(_BODY, req)
         return bytes(out)
 
     def _wait_resume(self, req: Request) -> None:

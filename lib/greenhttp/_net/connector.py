@@ -184,6 +184,9 @@ class Connector:
         self.alpn_protocols = list(tls.alpn)
         self._tls = tls
         self.sessions = SessionCache(max_cached_sessions)
+        #: ``resolve(host, port) -> list of getaddrinfo rows``; blocks the calling
+        #: greenlet. Replace it to pin names to addresses (tests, a DNS cache).
+        self.resolve: Callable[[str, int], list[he.AddrInfo]] = he.resolve
 
     def __repr__(self) -> str:
         return (
@@ -228,7 +231,7 @@ class Connector:
         tickets arrive after the handshake). Returns whether a session was
         stored. Never blocks, never raises; greenlet-safe.
         """
-        if self.max_cached_sessions == 0 or not isinstance(sock, ssl.SSLSocket):
+        if self.max_cached_sessions == 0:
             return False
         session = is_resumable(sock)
         if session is None:
@@ -246,7 +249,9 @@ class Connector:
         )
 
     def _target_port(self, options: dict[str, Any]) -> int:
-        port = _port("port", options.get("port"))
+        given = options.get("port")
+        # As in the original (``port || default``): 0 or "" means "not given".
+        port = None if given in (0, "0") else _port("port", given)
         if port is not None:
             return port
         if self.port is not None:
@@ -309,7 +314,7 @@ class Connector:
     def _open_tcp(
         self, hostname: str, port: int, local_address: str | None, attempted: list[str]
     ) -> gsocket.socket:
-        infos = he.resolve(hostname, port)
+        infos = self.resolve(hostname, port)
 
         def connect(ai: he.AddrInfo) -> gsocket.socket:
             return he.open_socket(ai, local_address)
