@@ -146,7 +146,7 @@ class Client(Dispatcher):
             return True
         conn = self._conn
         running = len(conn.running) if conn is not None else 0
-        if running >= (self._pipelining or 1):
+        if running >= self._max_concurrent():
             return True
         return conn is not None and (conn.reset or conn.blocking or conn.writing)
 
@@ -186,7 +186,7 @@ class Client(Dispatcher):
             conn is not None
             and not self._pending
             and not self._in_resume
-            and len(conn.running) < (self._pipelining or 1)
+            and len(conn.running) < conn.max_concurrent
             and not conn.busy(req)
         ):
             # Fast path: an idle connection takes the request straight away.
@@ -237,7 +237,7 @@ class Client(Dispatcher):
             if req.done:
                 pending.popleft()
                 continue
-            if running >= (self._pipelining or 1):
+            if running >= self._max_concurrent():
                 return
             if conn is None or conn.destroyed:
                 if not self._connecting:
@@ -298,12 +298,13 @@ class Client(Dispatcher):
                 self._connecting = False
                 sock.close()
                 return
-            conn = H1Connection(self, sock)
+            conn = self._make_connection(sock)
+            conn.connect_options = options
             self._conn = conn
             self._connecting = False
             self._connected_once = True
             if _debug.enabled():
-                _debug.core.debug("connected to %s using %sh1", origin.host, origin.protocol)
+                _debug.core.debug("connected to %s using %s%s", origin.host, origin.protocol, conn.version)
             parkers, self._connect_parkers = self._connect_parkers, []
             for p in parkers:
                 p.set(None)
@@ -312,6 +313,29 @@ class Client(Dispatcher):
             conn.read_loop()
         finally:
             self._readers.discard(me)
+
+    def _max_concurrent(self) -> int:
+        """The dispatch ceiling: ``pipelining`` on HTTP/1.1, the stream limit on HTTP/2."""
+        conn = self._conn
+        if conn is not None:
+            return conn.max_concurrent
+        return self._pipelining or 1
+
+    def _make_connection(self, sock: Any) -> Any:
+        """The protocol driver for a new socket: HTTP/2 when ALPN chose it (or h2c), else HTTP/1.1.
+
+        A driver exposes ``version``, ``running``, ``max_concurrent``,
+        ``busy(req)``, ``write(req)``, ``idle``, ``reset``, ``writing``,
+        ``blocking``, ``destroyed``, ``destroy(err)`` and ``read_loop()``, and
+        reports back through ``client._resume()`` and ``client._connection_lost()``.
+        """
+        selected = getattr(sock, "selected_alpn_protocol", None)
+        alpn = selected() if selected is not None else None
+        if alpn == "h2" or (self._opts.use_h2c and self._origin.protocol == "http:"):
+            from .h2_driver import H2Connection
+
+            return H2Connection(self, sock)
+        return H1Connection(self, sock)
 
     def _connect_failed(self, err: BaseException) -> None:
         parkers, self._connect_parkers = self._connect_parkers, []

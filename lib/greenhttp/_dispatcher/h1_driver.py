@@ -77,6 +77,9 @@ class H1Connection:
         self._stop_reading = False  # reset and drained, or upgraded
         self._finished = False
         self._detached = False
+        self.connect_options: dict[str, Any] = {}  # what the connector was called with
+        # TLS 1.3 tickets arrive after the handshake: cache the session after a response.
+        self._remember_session = getattr(client._connector, "remember_session", None) if client._origin.is_https else None
 
     # -- scheduling ---------------------------------------------------------
     def busy(self, req: Request) -> bool:
@@ -94,6 +97,10 @@ class H1Connection:
     @property
     def idle(self) -> bool:
         return not self.running
+
+    @property
+    def max_concurrent(self) -> int:
+        return self.client._pipelining or 1
 
     def write(self, req: Request) -> None:
         """Write ``req`` (already started) on this connection. Never blocks for small bodies."""
@@ -355,6 +362,9 @@ class H1Connection:
         if trailers and _DEBUG():
             _debug.core.debug("trailers received from %s %s%s", req.method, self.client._origin.origin, req.path)
         req.on_complete(trailers)
+        if self._remember_session is not None:
+            remember, self._remember_session = self._remember_session, None
+            remember(self.sock, self.connect_options)
         if running:
             self.parser.expect(running[0].method)
         elif self.reset:

@@ -1,0 +1,55 @@
+"""``DecoratorHandler``: the base of handlers that wrap another handler.
+
+Interceptors wrap the user's handler in a subclass that overrides the
+callbacks it changes and forwards the rest. Callbacks run on the
+connection's reader greenlet and must never block (DESIGN.md §4): a handler
+that has to wait calls ``controller.pause()`` and someone calls ``resume()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["DecoratorHandler"]
+
+
+class DecoratorHandler:
+    """Forwards every dispatch-handler callback to ``handler`` (callbacks it lacks are skipped).
+
+    Greenlet-safety: one instance serves one request, driven by one reader greenlet.
+    """
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+
+    def on_request_start(self, controller: Any, context: Any) -> None:
+        fn = getattr(self.handler, "on_request_start", None)
+        if fn is not None:
+            fn(controller, context)
+
+    def on_request_upgrade(self, controller: Any, status_code: int, headers: Any, socket: Any) -> None:
+        fn = getattr(self.handler, "on_request_upgrade", None)
+        if fn is not None:
+            fn(controller, status_code, headers, socket)
+
+    def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
+        fn = getattr(self.handler, "on_response_start", None)
+        if fn is not None:
+            fn(controller, status_code, headers, status_message)
+
+    def on_response_data(self, controller: Any, chunk: bytes) -> None:
+        fn = getattr(self.handler, "on_response_data", None)
+        if fn is not None:
+            fn(controller, chunk)
+
+    def on_response_end(self, controller: Any, trailers: Any) -> None:
+        fn = getattr(self.handler, "on_response_end", None)
+        if fn is not None:
+            fn(controller, trailers)
+
+    def on_response_error(self, controller: Any, err: BaseException) -> None:
+        fn = getattr(self.handler, "on_response_error", None)
+        if fn is not None:
+            fn(controller, err)
+        else:
+            raise err
