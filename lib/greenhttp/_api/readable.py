@@ -9,6 +9,7 @@ filling up. One consumer only: a second way of reading raises
 
 from __future__ import annotations
 
+import builtins
 import json as _json
 from collections import deque
 from collections.abc import Iterator
@@ -116,7 +117,7 @@ class BodyReadable:
         """True once a consumer started reading."""
         return self._used
 
-    def read(self, n: int = -1) -> bytes:
+    def read(self, n: int = -1) -> builtins.bytes:
         """Up to ``n`` bytes (all that remain with ``n < 0``); ``b""`` at the end. Blocks."""
         if n is None or n < 0:
             self._used = True
@@ -144,7 +145,7 @@ class BodyReadable:
         self._resume_if_low()
         return out
 
-    def _read_everything(self) -> bytes:
+    def _read_everything(self) -> builtins.bytes:
         self._read_all = True
         self._resume_if_low()
         while not self._ended:
@@ -159,7 +160,7 @@ class BodyReadable:
         self._size = 0
         return out
 
-    def __iter__(self) -> Iterator[bytes]:
+    def __iter__(self) -> Iterator[builtins.bytes]:
         """Yield body chunks as they arrive (blocking between them)."""
         self._used = True
         while True:
@@ -175,12 +176,12 @@ class BodyReadable:
             self._resume_if_low()
             self._wait()
 
-    def bytes(self) -> bytes:
+    def bytes(self) -> builtins.bytes:
         """The whole body. Blocks until it has arrived."""
         self._take_use()
         return self._read_everything()
 
-    def array_buffer(self) -> bytes:
+    def array_buffer(self) -> builtins.bytes:
         """The whole body as ``bytes`` (the spec's ArrayBuffer)."""
         return self.bytes()
 

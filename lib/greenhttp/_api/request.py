@@ -186,22 +186,25 @@ class RequestHandler:
 
 def request(dispatcher: Any, options: dict[str, Any]) -> ResponseData:
     """Dispatch ``options`` through ``dispatcher`` and block until the response head."""
-    opaque = options.pop("opaque", None)
-    signal = options.pop("signal", None)
-    on_info = options.pop("on_info", None)
-    response_headers = options.pop("response_headers", None)
-    hwm = options.pop("high_water_mark", 65536)
-    if response_headers not in (None, "raw"):
-        raise InvalidArgumentError(f"response_headers must be 'raw' or None, got {response_headers!r}")
-    if isinstance(hwm, bool) or not isinstance(hwm, int) or hwm < 0:
-        raise InvalidArgumentError(f"invalid high_water_mark: {hwm!r}")
-    if on_info is not None and not callable(on_info):
-        raise InvalidArgumentError(f"on_info must be callable, got {on_info!r}")
     if options.get("method") == "CONNECT":
         raise InvalidArgumentError("invalid method: use connect() for CONNECT")
-    handler = RequestHandler(opaque, on_info, response_headers == "raw", hwm)
-    if signal is not None:
-        handler.unbind = bind_signal(signal, handler.abort)
+    if len(options) > 2:
+        opaque = options.pop("opaque", None)
+        signal = options.pop("signal", None)
+        on_info = options.pop("on_info", None)
+        response_headers = options.pop("response_headers", None)
+        hwm = options.pop("high_water_mark", 65536)
+        if response_headers not in (None, "raw"):
+            raise InvalidArgumentError(f"response_headers must be 'raw' or None, got {response_headers!r}")
+        if isinstance(hwm, bool) or not isinstance(hwm, int) or hwm < 0:
+            raise InvalidArgumentError(f"invalid high_water_mark: {hwm!r}")
+        if on_info is not None and not callable(on_info):
+            raise InvalidArgumentError(f"on_info must be callable, got {on_info!r}")
+        handler = RequestHandler(opaque, on_info, response_headers == "raw", hwm)
+        if signal is not None:
+            handler.unbind = bind_signal(signal, handler.abort)
+    else:
+        handler = RequestHandler(None, None, False, 65536)
     dispatcher.dispatch(options, handler)
     try:
         return handler.parker.get()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,7 +23,7 @@ class Blob:
                 chunks.append(part.encode("utf-8"))
             else:
                 chunks.append(bytes(part))
-        self._data = b"".join(chunks)
+        self._data: builtins.bytes = b"".join(chunks)
         self.type = type.lower() if type.isascii() else ""
 
     @property
@@ -30,10 +31,10 @@ class Blob:
         """Length in bytes."""
         return len(self._data)
 
-    def bytes(self) -> bytes:
+    def bytes(self) -> builtins.bytes:
         return self._data
 
-    def array_buffer(self) -> bytes:
+    def array_buffer(self) -> builtins.bytes:
         return self._data
 
     def text(self) -> str:

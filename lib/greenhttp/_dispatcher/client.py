@@ -73,7 +73,7 @@ class Client(Dispatcher):
     def _make_connector(self, opts: ClientOptions) -> Callable[..., Any]:
         connect = opts.connect
         if callable(connect):
-            inject = {}
+            inject: dict[str, Any] = {}
             if opts.socket_path is not None:
                 inject["socket_path"] = opts.socket_path
             # HTTP/2 lands with its own issue; until then only http/1.1 is offered.
@@ -122,6 +122,9 @@ class Client(Dispatcher):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise InvalidArgumentError(f"pipelining must be a non-negative integer, got {value!r}")
         self._pipelining = value
+        conn = self._conn
+        if conn is not None and conn.version == "h1":
+            conn.max_concurrent = value or 1
         self._resume()
 
     @property
@@ -145,10 +148,9 @@ class Client(Dispatcher):
         if self._pending:
             return True
         conn = self._conn
-        running = len(conn.running) if conn is not None else 0
-        if running >= self._max_concurrent():
-            return True
-        return conn is not None and (conn.reset or conn.blocking or conn.writing)
+        if conn is None:
+            return False
+        return len(conn.running) >= conn.max_concurrent or conn.reset or conn.blocking or conn.writing
 
     @property
     def stats(self) -> ClientStats:

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from .. import _debug
 from .._core.body import StreamBody, to_bytes_chunk
 from .._core.h1 import ResponseParser
-from .._core.request import EXPECTS_PAYLOAD, RESPONSE_STARTED as _RESPONSE_STARTED, Request
+from .._core.request import EXPECTS_PAYLOAD, Request
+from .._core.request import RESPONSE_STARTED as _RESPONSE_STARTED
 from .._net.stream import Transport, UpgradedSocket
 from .._runtime import Deadline, GreenletExit, Parker, getcurrent, kill, spawn
 from ..errors import (
@@ -67,6 +68,7 @@ class H1Connection:
         self.destroyed = False
         self.count = 0  # requests written on this socket
         self.keep_alive_timeout = client._opts.keep_alive_timeout
+        self.max_concurrent = client._pipelining or 1  # the client updates it when pipelining changes
         self.reader: Any = None
         self._phase = _IDLE
         self._deadline = Deadline(self._on_deadline)
@@ -97,10 +99,6 @@ class H1Connection:
     @property
     def idle(self) -> bool:
         return not self.running
-
-    @property
-    def max_concurrent(self) -> int:
-        return self.client._pipelining or 1
 
     def write(self, req: Request) -> None:
         """Write ``req`` (already started) on this connection. Never blocks for small bodies."""
@@ -141,7 +139,7 @@ class H1Connection:
             # Without strict_content_length a wrong declared length is replaced
             # by the real one: a wrong length on the wire is request smuggling.
             head += b"content-length: %d\r\n" % len(body)
-        else:
+        elif isinstance(body, StreamBody):
             stream = body
             length = req.content_length if req.content_length is not None else body.length
             if length is None:
@@ -163,8 +161,8 @@ class H1Connection:
         if _DEBUG():
             _debug.core.debug("sending request to %s %s%s", method, client._origin.origin, req.path)
 
-        if stream is None and (body is None or len(body) <= _INLINE_BODY) and not req.expect_continue:
-            self._send(head + body if body is not None else head)
+        if stream is None and not req.expect_continue and (body is None or len(body) <= _INLINE_BODY):  # type: ignore[arg-type]
+            self._send(head + body if body is not None else head)  # type: ignore[operator]
         else:
             self.writing = True
             spawn(self._write_body, req, head, body, stream)
