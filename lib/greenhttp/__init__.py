@@ -10,6 +10,7 @@ from . import errors
 from ._abort import AbortController, AbortSignal
 from ._api.readable import BodyReadable
 from ._api.request import ResponseData
+from ._api.stream import PipelineData, PipelineDuplex, StreamData, StreamFactoryData
 from ._api.upgrade import ConnectData, UpgradeData
 from ._core.blob import Blob
 from ._core.fetch_headers import Headers
@@ -31,6 +32,10 @@ __all__ = [
     "PoolStats",
     # request API
     "ResponseData",
+    "StreamData",
+    "StreamFactoryData",
+    "PipelineData",
+    "PipelineDuplex",
     "BodyReadable",
     "UpgradeData",
     "ConnectData",

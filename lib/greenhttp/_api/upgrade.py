@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._runtime import Parker
-from ..errors import InvalidArgumentError, SocketError
+from ..errors import InvalidArgumentError, ResponseError, SocketError
 from .request import bind_signal
 
 __all__ = ["UpgradeData", "ConnectData", "upgrade", "connect"]
@@ -109,6 +109,16 @@ def upgrade(dispatcher: Any, options: dict[str, Any]) -> UpgradeData:
 
 
 def connect(dispatcher: Any, options: dict[str, Any]) -> ConnectData:
-    """Block until the CONNECT is answered; returns :class:`ConnectData` with the tunnel."""
+    """Block until the CONNECT is answered; returns :class:`ConnectData` with the tunnel.
+
+    A non-2xx answer raises :class:`ResponseError` carrying ``status_code``
+    and ``headers`` (the tunnel socket is closed).
+    """
     options["method"] = "CONNECT"
-    return _run(dispatcher, options, True)
+    data: ConnectData = _run(dispatcher, options, True)
+    if not 200 <= data.status_code < 300:
+        data.socket.close()
+        raise ResponseError(
+            f"CONNECT answered with status {data.status_code}", data.status_code, data.headers
+        )
+    return data

@@ -12,6 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 from .._api.request import ResponseData, request, run_with_callback
+from .._api.stream import (
+    PipelineData,
+    PipelineDuplex,
+    StreamData,
+    StreamFactoryData,
+    pipeline,
+    stream,
+)
 from .._api.upgrade import ConnectData, UpgradeData, connect, upgrade
 from .._emitter import EventEmitter
 from ..errors import InvalidArgumentError
@@ -58,6 +66,48 @@ class Dispatcher(EventEmitter):
             run_with_callback(lambda: request(self, options), callback, options.get("opaque"))
             return None  # type: ignore[return-value]
         return request(self, options)
+
+    def stream(
+        self,
+        path: str | None = None,
+        method: str = "GET",
+        *,
+        factory: Callable[[StreamFactoryData], Any],
+        callback: Callable[[Any, Any], Any] | None = None,
+        **options: Any,
+    ) -> StreamData:
+        """Send a request and write the response body into ``factory(data)``'s writable.
+
+        ``factory`` gets ``StreamFactoryData(status_code, headers, opaque,
+        context)`` and returns an object with ``write(bytes)`` (``close()`` is
+        called at the end if present). Blocks the calling greenlet until the
+        body is written; returns ``StreamData(opaque, trailers)``. A slow
+        writer slows the socket: the body is paused, not buffered.
+        """
+        options["path"] = path
+        options["method"] = method
+        if callback is not None:
+            run_with_callback(lambda: stream(self, options, factory), callback, options.get("opaque"))
+            return None  # type: ignore[return-value]
+        return stream(self, options, factory)
+
+    def pipeline(
+        self,
+        path: str | None = None,
+        method: str = "GET",
+        *,
+        handler: Callable[[PipelineData], Any],
+        **options: Any,
+    ) -> PipelineDuplex:
+        """Start a request whose body is written to, and response read from, the returned duplex.
+
+        ``handler`` gets ``PipelineData(status_code, headers, opaque, body,
+        context)`` and returns what to read (usually ``data.body``). Never
+        blocks; the duplex's ``write``/``read`` block the calling greenlet.
+        """
+        options["path"] = path
+        options["method"] = method
+        return pipeline(self, options, handler)
 
     def upgrade(
         self,
