@@ -6,7 +6,7 @@ the network block only the calling greenlet; dispatchers are greenlet-safe.
 
 from __future__ import annotations
 
-from . import errors
+from . import cache_stores, errors, interceptors
 from ._abort import AbortController, AbortSignal
 from ._api.readable import BodyReadable
 from ._api.request import ResponseData
@@ -15,11 +15,28 @@ from ._api.upgrade import ConnectData, UpgradeData
 from ._core.blob import Blob
 from ._core.fetch_headers import Headers
 from ._core.request import Controller
+from ._dispatcher.agent import Agent
 from ._dispatcher.base import ComposedDispatcher, Dispatcher
 from ._dispatcher.client import Client
+from ._dispatcher.h2c_client import H2CClient
+from ._dispatcher.pool import Pool
 from ._dispatcher.stats import ClientStats, PoolStats
+from ._global import (
+    connect,
+    get_global_dispatcher,
+    pipeline,
+    request,
+    set_global_dispatcher,
+    stream,
+    upgrade,
+)
+from ._handlers.base import DecoratorHandler
+from ._handlers.redirect import RedirectHandler
+from ._handlers.retry import RetryHandler
 from ._net.connector import build_connector
 from ._version import __version__
+from ._websocket import CloseEvent, ErrorEvent, MessageEvent, WebSocket, WebSocketStream, ping
+from .cache_stores import MemoryCacheStore, SqliteCacheStore
 from .cookies import Cookie, delete_cookie, get_cookies, get_set_cookies, parse_cookie, set_cookie
 from .errors import DOMException, ExperimentalWarning, WebSocketError
 
@@ -28,8 +45,19 @@ __all__ = [
     "Dispatcher",
     "ComposedDispatcher",
     "Client",
+    "H2CClient",
+    "Pool",
+    "Agent",
     "ClientStats",
     "PoolStats",
+    # the global dispatcher and the module-level functions
+    "set_global_dispatcher",
+    "get_global_dispatcher",
+    "request",
+    "stream",
+    "pipeline",
+    "upgrade",
+    "connect",
     # request API
     "ResponseData",
     "StreamData",
@@ -43,6 +71,14 @@ __all__ = [
     "AbortController",
     "AbortSignal",
     "Blob",
+    # interceptors and handler decorators
+    "interceptors",
+    "cache_stores",
+    "MemoryCacheStore",
+    "SqliteCacheStore",
+    "DecoratorHandler",
+    "RetryHandler",
+    "RedirectHandler",
     # connector
     "build_connector",
     # headers and cookies
@@ -53,6 +89,13 @@ __all__ = [
     "delete_cookie",
     "get_set_cookies",
     "parse_cookie",
+    # WebSocket
+    "WebSocket",
+    "WebSocketStream",
+    "ping",
+    "MessageEvent",
+    "CloseEvent",
+    "ErrorEvent",
     # errors
     "errors",
     "DOMException",

@@ -52,11 +52,13 @@ class AbortSignal:
             self._listeners.append((listener, once))
 
     def remove_event_listener(self, type: str, listener: Callable[[Any], Any]) -> None:
+        """Remove a listener added with :meth:`add_event_listener`."""
         if type == "abort":
             self._listeners = [(fn, o) for fn, o in self._listeners if fn is not listener]
 
     # Node-style aliases: anything with on("abort", fn) is accepted as a signal.
     def on(self, type: str, listener: Callable[..., Any]) -> None:
+        """Node-style registration: ``on("abort", fn)`` calls ``fn()`` on abort."""
         self.add_event_listener(type, lambda _ev: listener())
 
     def _abort(self, reason: Any) -> None:

@@ -147,6 +147,9 @@ class BodyReadable:
 
     def _read_everything(self) -> builtins.bytes:
         self._read_all = True
+        controller = self._controller
+        if controller is not None and hasattr(controller, "wants_whole_body"):
+            controller.wants_whole_body()
         self._resume_if_low()
         while not self._ended:
             self._wait()
@@ -201,6 +204,7 @@ class BodyReadable:
         return Blob([self.bytes()], type=self.content_type)
 
     def form_data(self) -> Any:
+        """Not supported: raises :class:`NotSupportedError` (as the original does)."""
         raise NotSupportedError("form_data is not supported")
 
     def dump(self, limit: int = 131072, signal: Any = None) -> None:

@@ -114,6 +114,20 @@ def _has_token(value: Any, token: str) -> bool:
     return any(p.strip().lower() == token for v in values for p in v.split(","))
 
 
+def _check_partial_head(buf: bytes, pos: int, limit: int) -> None:
+    """An unfinished head: refuse it now if it is too big or has a bare CR or LF.
+
+    Without this a head ended by bare LFs would be waited for forever.
+    """
+    seg = buf[pos:] if pos else buf
+    if len(seg) > limit:
+        raise HeadersOverflowError()
+    crlf = seg.count(b"\r\n")
+    bare_cr = seg.count(b"\r") - crlf - (1 if seg.endswith(b"\r") else 0)
+    if seg.count(b"\n") != crlf or bare_cr:
+        raise HTTPParserError("bare CR or LF in the head", "HPE_LF_EXPECTED", seg[:64])
+
+
 class ResponseParser:
     """Parse a stream of HTTP/1.1 responses. Not greenlet-safe: one reader owns it.
 
@@ -205,8 +219,7 @@ class ResponseParser:
                 elif state == _HEAD:
                     end = buf.find(b"\r\n\r\n", pos)
                     if end < 0:
-                        if n - pos > self.max_header_size:
-                            raise HeadersOverflowError()
+                        _check_partial_head(buf, pos, self.max_header_size)
                         break
                     stop = self._head(buf, pos, end + 4)
                     pos = end + 4
@@ -261,9 +274,10 @@ class ResponseParser:
                         continue
                     end = buf.find(b"\r\n\r\n", pos)
                     if end < 0:
-                        if n - pos > self.max_header_size:
-                            raise HeadersOverflowError()
+                        _check_partial_head(buf, pos, self.max_header_size)
                         break
+                    if end + 4 - pos > self.max_header_size:
+                        raise HeadersOverflowError()
                     trailers = parse_header_block(buf[pos : end + 2])
                     pos = end + 4
                     self._state = _HEAD

@@ -157,6 +157,8 @@ def validate_client_options(opts: dict[str, Any], **defaults: Any) -> ClientOpti
 
     local = o.get("local_address")
     if local is not None:
+        if not isinstance(local, str):
+            raise InvalidArgumentError(f"local_address must be an IP address string, got {local!r}")
         try:
             ipaddress.ip_address(local)
         except (ValueError, TypeError):

@@ -93,16 +93,26 @@ class Controller:
         """Resume reading after :meth:`pause`."""
         self._request.resume()
 
+    def wants_whole_body(self) -> None:
+        """Hint that the consumer reads the whole body at once (``body.bytes()``).
+
+        The transport may then read a body of known length straight into one buffer.
+        """
+        self._request.read_all = True
+
     @property
     def aborted(self) -> bool:
+        """True once the request was aborted."""
         return self._request.aborted
 
     @property
     def paused(self) -> bool:
+        """True while the handler asked to stop reading."""
         return self._request.paused
 
     @property
     def reason(self) -> BaseException | None:
+        """Why the request was aborted, or None."""
         return self._request.reason
 
     @property
@@ -113,6 +123,7 @@ class Controller:
 
     @property
     def raw_trailers(self) -> list[bytes] | None:
+        """The response trailers as a flat ``[name, value, ...]`` list of bytes, if any."""
         return self._request.raw_trailers
 
 
@@ -140,6 +151,7 @@ class Request:
     state = _CREATED
     aborted = False
     paused = False
+    read_all = False  # the consumer will take the whole body: no point in small reads
     reason: BaseException | None = None
     raw_head: bytes | None = None
     raw_trailers: list[bytes] | None = None

@@ -147,7 +147,8 @@ class Dispatcher(EventEmitter):
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.close()
+        if not getattr(self, "closed", False):
+            self.close()
 
 
 class ComposedDispatcher(Dispatcher):

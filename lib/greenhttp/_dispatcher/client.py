@@ -76,8 +76,7 @@ class Client(Dispatcher):
             inject: dict[str, Any] = {}
             if opts.socket_path is not None:
                 inject["socket_path"] = opts.socket_path
-            # HTTP/2 lands with its own issue; until then only http/1.1 is offered.
-            inject["allow_h2"] = False
+            inject["allow_h2"] = opts.allow_h2
             if not inject:
                 return connect
 
@@ -87,7 +86,7 @@ class Client(Dispatcher):
             return wrapped
         kwargs: dict[str, Any] = {
             "timeout": opts.connect_timeout,
-            "allow_h2": False,
+            "allow_h2": opts.allow_h2,
             "socket_path": opts.socket_path,
             "max_cached_sessions": opts.max_cached_sessions,
             "auto_select_family": opts.auto_select_family,
@@ -100,6 +99,7 @@ class Client(Dispatcher):
     # -- public state --------------------------------------------------------------
     @property
     def origin(self) -> str:
+        """The origin this client talks to, e.g. ``http://127.0.0.1:8080``."""
         return self._origin.origin
 
     @property
@@ -139,6 +139,7 @@ class Client(Dispatcher):
 
     @property
     def connected(self) -> bool:
+        """True while a connection is established."""
         conn = self._conn
         return conn is not None and not conn.destroyed and not self._connecting
 
@@ -406,8 +407,6 @@ class Client(Dispatcher):
             self._in_background(self.close, callback)
             return None
         if self._destroyed:
-            if self._closed and not self._close_parkers:
-                return None
             raise ClientDestroyedError()
         self._closed = True
         parker = Parker()

@@ -129,6 +129,7 @@ class H1Connection:
             head += b"connection: keep-alive\r\n"
         else:
             head += b"connection: close\r\n"
+            self.reset = True  # we asked the server to close: never reuse this socket
         if req.headers:
             head += "".join([f"{k}: {v}\r\n" for k, v in req.headers]).encode("latin-1")
         stream = None
@@ -346,7 +347,11 @@ class H1Connection:
             _debug.core.debug(
                 "received response to %s %s%s - HTTP %d", req.method, self.client._origin.origin, req.path, status
             )
-        return req.on_headers(status, headers, reason)
+        paused = req.on_headers(status, headers, reason)
+        if self.client._pending and not self.reset:
+            # No longer blocked: the next request may be pipelined behind this one (REFERENCE §1.1).
+            self.client._resume()
+        return paused
 
     def on_body(self, chunk: bytes) -> bool:
         limit = self.client._opts.max_response_size
@@ -400,7 +405,8 @@ class H1Connection:
                     parser.feed(b"")
                     continue
                 remaining = parser.body_remaining
-                if remaining > 65536:
+                if remaining > 65536 and head is not None and head.read_all:
+                    # The consumer takes the whole body: read it straight into one buffer.
                     data = self._read_exact(min(remaining, _BIG_READ))
                     if data is None:
                         err = self._eof()

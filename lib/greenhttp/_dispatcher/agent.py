@@ -1,0 +1,262 @@
+"""``Agent``: one dispatcher per origin, chosen by each request's ``origin`` option.
+
+The routing table maps the ``origin`` string a request carries straight to
+its dispatcher, so a request to a known origin costs one dict lookup. The
+first request to a spelling of an origin parses it once; spellings of the
+same origin (``http://h:80`` and ``http://h``) share one dispatcher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .._core.options import validate_client_options
+from .._core.url import parse_origin
+from ..errors import (
+    ClientClosedError,
+    ClientDestroyedError,
+    InvalidArgumentError,
+    MaxOriginsReachedError,
+)
+from .base import Dispatcher
+from .client import Client
+from .pool import Pool, check_client_ttl, check_connections, check_factory
+from .pool_base import run_in_background
+
+__all__ = ["Agent"]
+
+_H1_ONLY = "#http1-only"
+
+
+def _default_factory(origin: str, **options: Any) -> Any:
+    """A :class:`Client` when ``connections == 1``, else a :class:`Pool`."""
+    if options.get("connections") == 1:
+        options.pop("connections")
+        options.pop("client_ttl", None)
+        return Client(origin, **options)
+    return Pool(origin, **options)
+
+
+class Agent(Dispatcher):
+    """A dispatcher for any number of origins (spec 1.1): requests say where they go.
+
+    ``Agent(factory=None, max_origins=None, **pool_options)``:
+
+    * ``factory(origin, **pool_options)`` makes the dispatcher of an origin the
+      first time a request goes there; the default makes a :class:`Client`
+      when ``connections=1`` and a :class:`Pool` otherwise.
+    * ``max_origins``: how many origins may have a dispatcher at once (None:
+      no limit); a request to one more fails with :class:`MaxOriginsReachedError`.
+    * ``pool_options``: ``connections``, ``client_ttl`` and every
+      :class:`Client` option, validated now and given to each new dispatcher.
+
+    Every request needs the ``origin`` option (``agent.request(origin=…,
+    path=…)``). A request with ``allow_h2=False`` goes to a separate
+    HTTP/1.1-only dispatcher of its origin. An origin's dispatcher is closed
+    and forgotten once it has no connection left and nothing queued (it is
+    made again on the next request). Events are re-emitted with the agent
+    first in ``targets``. ``dispatch`` never blocks; the blocking helpers
+    block only the calling greenlet. Greenlet-safe.
+    """
+
+    def __init__(
+        self,
+        factory: Callable[..., Any] | None = None,
+        max_origins: int | None = None,
+        **pool_options: Any,
+    ) -> None:
+        super().__init__()
+        if max_origins is not None and (
+            not isinstance(max_origins, int) or isinstance(max_origins, bool) or max_origins <= 0
+        ):
+            raise InvalidArgumentError(f"max_origins must be a positive integer or None, got {max_origins!r}")
+        self._factory = check_factory(factory) or _default_factory
+        if factory is None:
+            opts = dict(pool_options)
+            check_connections(opts.pop("connections", None))
+            check_client_ttl(opts.pop("client_ttl", None))
+            validate_client_options(opts)
+        self._options = pool_options
+        self._max_origins = max_origins
+        # Each spelling of an origin seen in requests (a (spelling, "#http1-only")
+        # tuple for allow_h2=False) -> its dispatcher: one lookup per request.
+        self._routes: dict[Any, Any] = {}
+        self._dispatchers: dict[str, Any] = {}  # canonical origin (+ "#http1-only") -> dispatcher
+        self._origins: dict[str, int] = {}  # canonical origin -> how many dispatchers it has
+        self._retiring: list[Any] = []
+        self._closed = False
+        self._destroyed = False
+        self._closed_cleanly = False  # destroyed by a finished close(), not by destroy()
+
+    # -- public state -----------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` (or ``destroy()``) was called."""
+        return self._closed
+
+    @property
+    def destroyed(self) -> bool:
+        """True once ``destroy()`` was called, or once a ``close()`` has finished."""
+        return self._destroyed
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """``{key: stats}`` for every live dispatcher: a :class:`ClientStats` or
+        :class:`PoolStats` per origin (an ``allow_h2=False`` dispatcher under
+        ``origin + "#http1-only"``)."""
+        return {key: d.stats for key, d in self._dispatchers.items() if hasattr(d, "stats")}
+
+    # -- dispatch -------------------------------------------------------------------------
+    def dispatch(self, options: dict[str, Any], handler: Any) -> bool:
+        """Route the request to its origin's dispatcher (made on first use); never blocks.
+
+        Returns that dispatcher's answer (False: wait for ``drain``). Errors
+        (no ``origin``, :class:`MaxOriginsReachedError`, a closed agent) are
+        delivered through ``handler.on_response_error(None, err)``.
+        """
+        origin = options.get("origin")
+        key = origin if options.get("allow_h2") is not False else (origin, _H1_ONLY)
+        try:
+            if self._closed:
+                raise ClientDestroyedError() if self._destroyed else ClientClosedError()
+            try:
+                dispatcher = self._routes[key]
+            except (KeyError, TypeError):
+                dispatcher = self._route(origin, key, options.get("allow_h2") is False)
+        except Exception as exc:
+            on_error = getattr(handler, "on_response_error", None)
+            if on_error is None:
+                raise
+            on_error(None, exc)
+            return False
+        return dispatcher.dispatch(options, handler)
+
+    def _route(self, origin: Any, key: Any, h1_only: bool) -> Any:
+        """The slow path: a spelling not seen yet. Parse it, find or make its dispatcher."""
+        if not origin or not (isinstance(origin, str) or hasattr(origin, "geturl")):
+            raise InvalidArgumentError(f"origin must be a non-empty string or URL, got {origin!r}")
+        canonical = parse_origin(origin, "origin").origin
+        ckey = canonical + _H1_ONLY if h1_only else canonical
+        dispatcher = self._dispatchers.get(ckey)
+        if dispatcher is None:
+            if (
+                self._max_origins is not None
+                and canonical not in self._origins
+                and len(self._origins) >= self._max_origins
+            ):
+                raise MaxOriginsReachedError()
+            opts = dict(self._options)
+            if h1_only:
+                opts["allow_h2"] = False
+            dispatcher = self._factory(canonical, **opts)
+            self._adopt(dispatcher, canonical, ckey)
+        try:
+            self._routes[key] = dispatcher  # the next request with this spelling: one lookup
+        except TypeError:  # an unhashable URL object: parsed every time
+            pass
+        return dispatcher
+
+    def _adopt(self, dispatcher: Any, origin: str, ckey: str) -> None:
+        self._dispatchers[ckey] = dispatcher
+        self._origins[origin] = self._origins.get(origin, 0) + 1
+
+        def on_drain(origin: str, targets: list[Any] | None = None) -> None:
+            self.emit("drain", origin, [self, *(targets or [dispatcher])])
+
+        def on_connect(origin: str, targets: list[Any]) -> None:
+            self.emit("connect", origin, [self, *targets])
+
+        def on_disconnect(origin: str, targets: list[Any], err: BaseException | None = None) -> None:
+            self._forget_if_idle(dispatcher, ckey, origin)
+            self.emit("disconnect", origin, [self, *targets], err)
+
+        def on_connection_error(origin: str, targets: list[Any], err: BaseException | None = None) -> None:
+            self._forget_if_idle(dispatcher, ckey, origin)
+            self.emit("connectionError", origin, [self, *targets], err)
+
+        dispatcher.on("drain", on_drain)
+        dispatcher.on("connect", on_connect)
+        dispatcher.on("disconnect", on_disconnect)
+        dispatcher.on("connectionError", on_connection_error)
+
+    def _forget_if_idle(self, dispatcher: Any, ckey: str, origin: str) -> None:
+        """After a disconnect: drop an origin's dispatcher with no connection and nothing to do."""
+        if self._closed or ckey not in self._dispatchers or self._dispatchers[ckey] is not dispatcher:
+            return
+        stats = getattr(dispatcher, "stats", None)
+        if stats is None or stats.connected or stats.size:
+            return
+        del self._dispatchers[ckey]
+        for spelling in [k for k, d in self._routes.items() if d is dispatcher]:
+            del self._routes[spelling]
+        canonical = ckey[: -len(_H1_ONLY)] if ckey.endswith(_H1_ONLY) else ckey
+        left = self._origins.get(canonical, 1) - 1
+        if left:
+            self._origins[canonical] = left
+        else:
+            self._origins.pop(canonical, None)
+        self._retiring.append(dispatcher)
+
+        def closed(err: Any, value: Any) -> None:
+            try:
+                self._retiring.remove(dispatcher)
+            except ValueError:
+                pass
+
+        try:
+            dispatcher.close(callback=closed)
+        except Exception:
+            closed(None, None)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def close(self, callback: Callable[..., Any] | None = None) -> None:
+        """Close every origin's dispatcher, letting queued and running requests finish.
+
+        Blocks the calling greenlet until all are closed (or, with
+        ``callback``, returns at once and calls ``callback(err, None)``).
+        """
+        if callback is not None:
+            run_in_background(self.close, callback)
+            return None
+        if self._destroyed:
+            if self._closed_cleanly:
+                return None
+            raise ClientDestroyedError()
+        self._closed = True
+        # A second close() meanwhile closes the same dispatchers, so it waits for them too.
+        for d in list(self._dispatchers.values()) + list(self._retiring):
+            try:
+                d.close()
+            except (ClientDestroyedError, ClientClosedError):
+                pass
+        if not self._destroyed:
+            self._dispatchers.clear()
+            self._routes.clear()
+            self._origins.clear()
+            self._destroyed = self._closed_cleanly = True
+        return None
+
+    def destroy(self, err: BaseException | None = None, callback: Callable[..., Any] | None = None) -> None:
+        """Destroy every origin's dispatcher: queued and running requests fail with ``err``.
+
+        Blocks the calling greenlet until every socket is closed (or, with
+        ``callback``, returns at once).
+        """
+        if callable(err) and callback is None and not isinstance(err, BaseException):
+            err, callback = None, err
+        if callback is not None:
+            run_in_background(lambda: self.destroy(err), callback)
+            return None
+        self._closed = self._destroyed = True
+        dispatchers = list(self._dispatchers.values()) + list(self._retiring)
+        self._dispatchers.clear()
+        self._routes.clear()
+        self._origins.clear()
+        for d in dispatchers:
+            d.destroy(err)
+        return None
+
+    def __repr__(self) -> str:
+        return f"<greenhttp.Agent origins={sorted(self._origins)}>"
+

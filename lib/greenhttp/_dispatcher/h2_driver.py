@@ -1,0 +1,874 @@
+"""One HTTP/2 connection of a :class:`Client`: many streams, one reader greenlet.
+
+The shape is the HTTP/1.1 driver's (``h1_driver.py``): the :class:`Client`
+owns the queue and calls :meth:`H2Connection.write` for each request it lets
+through; the connection's greenlet runs :meth:`H2Connection.read_loop`, feeds
+the sans-IO session (``_core/h2.py``) and turns its events into the request
+guard's calls; it reports back with ``client._resume()`` when a stream frees
+up and ``client._connection_lost()`` once, when it ends.
+
+Writing. Every ``h2`` call is plain Python that never yields, so any
+greenlet may queue frames at any time; bytes reach the socket through one
+flush at a time. Frames queued while the reader handles a batch go out in
+one send at the end of it; frames queued elsewhere (a new request from a
+caller's greenlet) are flushed from the hub on the next loop iteration, so a
+burst of requests becomes one ``send``. A flush never blocks: what the kernel
+does not take at once (and everything on TLS sockets, whose writes may
+block) goes to a short-lived writer greenlet, the only one that blocks on
+the socket's write side. Bytes bodies go out as far as the peer's windows
+allow and the rest when WINDOW_UPDATE arrives; other bodies (files,
+iterators) are read by a greenlet of their own that waits for window.
+
+Waking the reader. The reader blocks only in the socket read. Work for it
+from elsewhere (a resumed body, a timer) is flagged, and a hub callback
+throws :class:`_Wake` into the reader if, at that moment, it is parked in
+that read; the read had not happened, so nothing is lost.
+
+Timers. Each stream has one due time (headers timeout until its response
+head, then body timeout, none while paused); the connection adds its idle
+and ping due times. One :class:`Deadline` is armed for the earliest; when it
+fires, the reader sweeps the streams. No timer object per request.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import time
+import weakref
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from .. import _debug
+from .._core.body import StreamBody, to_bytes_chunk
+from .._core.h2 import (
+    BAD,
+    DATA,
+    END,
+    GOAWAY,
+    INFO,
+    PONG,
+    RESET,
+    RESPONSE,
+    SETTINGS,
+    WINDOW,
+    ErrorCodes,
+    H2Session,
+    ProtocolError,
+    error_name,
+)
+from .._core.request import EXPECTS_PAYLOAD, Request
+from .._net.stream import Transport
+from .._runtime import Deadline, GreenletExit, Parker, call_soon, getcurrent, kill, now, spawn
+from ..errors import (
+    BodyTimeoutError,
+    ClientDestroyedError,
+    HeadersOverflowError,
+    HeadersTimeoutError,
+    InformationalError,
+    NotSupportedError,
+    RequestContentLengthMismatchError,
+    ResponseExceededMaxSizeError,
+    SocketError,
+)
+
+if TYPE_CHECKING:
+    from .client import Client
+
+__all__ = ["H2Connection"]
+
+_DEBUG = _debug.core_enabled
+_INF = math.inf
+# Requests already moved to a new connection once because of a GOAWAY (RFC 9113 §8.7: once).
+_GOAWAY_REPLAYED: weakref.WeakSet[Request] = weakref.WeakSet()
+
+
+class _Wake(Exception):
+    """Thrown into the reader parked in its socket read: there is work for it."""
+
+
+class _Stream:
+    """One request on the connection, and what the driver tracks for it."""
+
+    __slots__ = (
+        "sid",
+        "req",
+        "due",
+        "responded",
+        "done",
+        "local_closed",
+        "received",
+        "held",
+        "unacked",
+        "end_pending",
+        "out",
+        "out_off",
+        "window",
+        "expect",
+        "retried",
+    )
+
+    def __init__(self, sid: int, req: Request, retried: bool) -> None:
+        self.sid = sid
+        self.req = req
+        self.due = 0.0  # when its timeout fires (0: none)
+        self.responded = False  # the final response head arrived
+        self.done = False
+        self.local_closed = False  # our END_STREAM went out
+        self.received = 0  # body bytes, for max_response_size
+        self.held: deque[tuple[bytes, int]] | None = None  # DATA that arrived while paused
+        self.unacked = 0  # delivered bytes whose stream window is held back (paused)
+        self.end_pending: tuple[Any, Any] | None = None  # END that arrived while paused
+        self.out: memoryview | None = None  # the rest of a bytes body, waiting for window
+        self.out_off = 0
+        self.window: Parker | None = None  # a body greenlet waiting for window
+        self.expect = False  # waiting for 100 Continue before the body
+        self.retried = retried  # already retried once after REFUSED_STREAM
+
+
+def _replayable(req: Request) -> bool:
+    return not isinstance(req.body, StreamBody)
+
+
+class H2Connection:
+    """An HTTP/2 connection of a :class:`Client`. Used from the client's greenlets only."""
+
+    version = "h2"
+    blocking = False  # streams never wait for each other's response heads
+    writing = False  # a streaming body does not hold the other streams back
+
+    def __init__(self, client: Client, sock: Any) -> None:
+        opts = client._opts
+        origin = client._origin
+        self.client = client
+        self.sock = sock
+        self.transport = Transport(sock)
+        self.session = H2Session(
+            max_concurrent_streams=opts.max_concurrent_streams,
+            initial_window_size=opts.initial_window_size,
+            connection_window_size=opts.connection_window_size,
+            scheme="https" if origin.is_https else "http",
+            authority=origin.host,
+        )
+        self.session.start()
+        self.running: dict[int, _Stream] = {}
+        self.reset = False  # no new streams (GOAWAY, max_requests_per_client); close when idle
+        self.destroyed = False
+        self.count = 0  # streams opened
+        self.reader: Any = None
+        self._limit = 1  # RFC 9113 §6.5.2 leaves it open until the peer's SETTINGS: one at a time
+        self._pipelining_caps = getattr(type(client), "_h2_pipelining_caps", False)
+        self._error: BaseException | None = None
+        self._goaway_error: BaseException | None = None
+        self._finished = False
+        self._uploads: dict[_Stream, None] = {}  # streams waiting for send window
+        self._bodies: set[Any] = set()  # greenlets reading streamed request bodies
+        self._writer: Any = None
+        self._flush_scheduled = False
+        self._processing = False  # the reader is handling a batch (it flushes at the end)
+        self._in_read = False
+        self._wake_scheduled = False
+        self._work = False
+        self._resumed: list[_Stream] = []
+        self._timers_due = False
+        self._deadline = Deadline(self._on_deadline)
+        self._next_due = _INF
+        self._idle_due = 0.0
+        self._ping_due = 0.0
+        self._ping: tuple[bytes, float] | None = None
+        self._pings = 0
+        self._now = 0.0
+        self._remember_session = (
+            getattr(client._connector, "remember_session", None) if origin.is_https else None
+        )
+        self._handlers = {
+            RESPONSE: self._on_response,
+            INFO: self._on_info,
+            DATA: self._on_data,
+            END: self._on_end,
+            RESET: self._on_reset,
+            SETTINGS: self._on_settings,
+            WINDOW: self._on_window,
+            GOAWAY: self._on_goaway,
+            PONG: self._on_pong,
+            BAD: self._on_malformed,
+        }
+
+    # -- what the client asks -------------------------------------------------------
+    @property
+    def max_concurrent(self) -> int:
+        """Streams allowed at once: ours and the peer's SETTINGS_MAX_CONCURRENT_STREAMS."""
+        limit = self._limit
+        if self._pipelining_caps:
+            pipelining = self.client._pipelining or 1
+            if pipelining < limit:
+                return pipelining
+        return limit
+
+    @property
+    def idle(self) -> bool:
+        return not self.running
+
+    def busy(self, req: Request) -> bool:
+        """May ``req`` be written now? Streams are multiplexed: only a closing session says no."""
+        return self.reset or self.destroyed
+
+    # -- writing requests -----------------------------------------------------------------
+    def write(self, req: Request) -> None:
+        """Open a stream for ``req`` (already started). Never blocks."""
+        if req.upgrade is not None or req.method == "CONNECT":
+            req.on_error(NotSupportedError("upgrade and CONNECT are not supported over HTTP/2"))
+            return
+        self.count += 1
+        limit = self.client._opts.max_requests_per_client
+        if limit and self.count >= limit:
+            self.reset = True
+        self._open(req, False)
+
+    def _open(self, req: Request, retried: bool) -> None:
+        session = self.session
+        body = req.body
+        method = req.method
+        if body is None:
+            length = 0 if method in EXPECTS_PAYLOAD else None
+        elif type(body) is bytes:
+            length = len(body)
+        else:
+            length = req.content_length if req.content_length is not None else body.length
+        try:
+            block = session.request_headers(method, req.path, req.host, req.headers, length)
+            expect = req.expect_continue and body is not None
+            if expect:
+                block.append((b"expect", b"100-continue"))
+            sid = session.open_stream(block, body is None)
+        except (InformationalError, ProtocolError) as exc:
+            req.on_error(exc)
+            return
+        stream = _Stream(sid, req, retried)
+        self.running[sid] = stream
+        req.abort_hook = self._abort_request
+        req.resume_hook = self._resume_request
+        self._idle_due = 0.0
+        t = req.headers_timeout if req.headers_timeout is not None else self.client._opts.headers_timeout
+        if t:
+            self._arm(stream, now() + t)
+        if _DEBUG():
+            _debug.core.debug("sending request to %s %s%s", method, self.client._origin.origin, req.path)
+        if body is None:
+            stream.local_closed = True
+        elif expect:
+            stream.expect = True
+        else:
+            self._start_body(stream)
+        self._schedule_flush()
+
+    def _start_body(self, stream: _Stream) -> None:
+        body = stream.req.body
+        if type(body) is bytes:
+            stream.out = memoryview(body)
+            self._pump(stream)
+        else:
+            g = spawn(self._stream_body, stream)
+            self._bodies.add(g)
+
+    def _pump(self, stream: _Stream) -> None:
+        """Send as much of a bytes body as the windows allow; the rest waits for WINDOW_UPDATE."""
+        view = stream.out
+        assert view is not None
+        session = self.session
+        sid = stream.sid
+        off = stream.out_off
+        total = len(view)
+        frame = session.max_frame_size
+        while off < total:
+            window = session.send_window(sid)
+            if window <= 0:
+                break
+            n = min(window, frame, total - off)
+            session.send_data(sid, view[off : off + n], off + n == total)
+            off += n
+        stream.out_off = off
+        if off < total:
+            self._uploads[stream] = None
+        else:
+            stream.out = None
+            stream.local_closed = True
+            self._uploads.pop(stream, None)
+
+    def _stream_body(self, stream: _Stream) -> None:
+        """A body greenlet: read a streamed body and send it as window allows."""
+        req = stream.req
+        body = req.body
+        assert isinstance(body, StreamBody)
+        declared = req.content_length if req.content_length is not None else body.length
+        session = self.session
+        sid = stream.sid
+        written = 0
+        try:
+            if body.used:
+                raise RequestContentLengthMismatchError("the request body stream was already used")
+            body.used = True
+            try:
+                for item in body.chunks:
+                    if stream.done:
+                        return
+                    chunk = to_bytes_chunk(item)
+                    if not chunk:
+                        continue
+                    written += len(chunk)
+                    if declared is not None and written > declared:
+                        raise RequestContentLengthMismatchError()
+                    view = memoryview(chunk)
+                    off = 0
+                    while off < len(view):
+                        if stream.done:
+                            return
+                        window = session.send_window(sid)
+                        if window <= 0:
+                            self._uploads[stream] = None
+                            parker = stream.window = Parker()
+                            parker.get()
+                            stream.window = None
+                            continue
+                        n = min(window, session.max_frame_size, len(view) - off)
+                        session.send_data(sid, view[off : off + n])
+                        off += n
+                        self._schedule_flush()
+            except (RequestContentLengthMismatchError, GreenletExit):
+                raise
+            except Exception as exc:
+                # The body iterator raised: the request fails with that error.
+                req.abort(exc)
+                return
+            if declared is not None and written != declared:
+                raise RequestContentLengthMismatchError()
+            if not stream.done:
+                session.end_stream(sid)
+                stream.local_closed = True
+                self._schedule_flush()
+        except RequestContentLengthMismatchError as exc:
+            if not stream.done:
+                self._fail_stream(stream, exc)
+        except GreenletExit:
+            pass
+        finally:
+            self._bodies.discard(getcurrent())
+
+    # -- flushing -------------------------------------------------------------------------------
+    def _schedule_flush(self) -> None:
+        if self._processing or self._flush_scheduled or self._writer is not None:
+            return
+        self._flush_scheduled = True
+        call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._flush_scheduled = False
+        self._flush()
+
+    def _flush(self) -> None:
+        """Send what the session queued, without blocking."""
+        if self._writer is not None or self.transport.closed:
+            return
+        data = self.session.data_to_send()
+        if not data:
+            return
+        transport = self.transport
+        if transport.fast:
+            try:
+                sent = transport.try_send(data)
+            except OSError as exc:
+                self._write_failed(exc)
+                return
+            if sent == len(data):
+                return
+            data = data[sent:]
+        self._writer = spawn(self._write_loop, data)
+
+    def _write_loop(self, data: bytes) -> None:
+        """The writer greenlet: send until the session has nothing more queued."""
+        try:
+            while data:
+                self.transport.sendall(data)
+                data = self.session.data_to_send()
+        except OSError as exc:
+            self._writer = None
+            self._write_failed(exc)
+        except GreenletExit:
+            pass
+        finally:
+            self._writer = None
+
+    def _write_failed(self, exc: OSError) -> None:
+        self.destroy(SocketError(str(exc) or exc.__class__.__name__, self._socket_info(), cause=exc))
+
+    # -- timers --------------------------------------------------------------------------------
+    def _arm(self, stream: _Stream | None, due: float) -> None:
+        if stream is not None:
+            stream.due = due
+        if due < self._next_due:
+            self._next_due = due
+            self._deadline.set(max(due - now(), 0.0005))
+
+    def _on_deadline(self) -> None:
+        # In the hub: the reader does the sweep.
+        self._timers_due = True
+        self._wake()
+
+    def _sweep(self) -> None:
+        t = now()
+        nxt = _INF
+        for stream in list(self.running.values()):
+            due = stream.due
+            if not due:
+                continue
+            if due <= t:
+                if stream.responded:
+                    err: BaseException = BodyTimeoutError()
+                else:
+                    err = HeadersTimeoutError()
+                self._fail_stream(stream, err)
+            elif due < nxt:
+                nxt = due
+        if self._idle_due:
+            if self._idle_due <= t and not self.running:
+                self.destroy(InformationalError("socket idle timeout"))
+                return
+            nxt = min(nxt, self._idle_due)
+        if self._ping_due:
+            if self._ping_due <= t:
+                self._send_ping()
+            nxt = min(nxt, self._ping_due)
+        self._next_due = _INF
+        if nxt < _INF:
+            self._next_due = nxt
+            self._deadline.set(max(nxt - t, 0.0005))
+
+    def _send_ping(self) -> None:
+        self._pings += 1
+        payload = struct.pack(">Q", self._pings)
+        self.session.ping(payload)
+        self._ping = (payload, time.monotonic())
+        self._ping_due = now() + self.client._opts.ping_interval
+
+    # -- waking the reader --------------------------------------------------------------------------
+    def _wake(self) -> None:
+        """Ask the reader to look at its work (from any greenlet, or the hub). Never blocks."""
+        self._work = True
+        if not self._wake_scheduled:
+            self._wake_scheduled = True
+            call_soon(self._deliver_wake)
+
+    def _deliver_wake(self) -> None:
+        # In the hub. Only a reader parked in its socket read gets the exception;
+        # a reader anywhere else will look at ``_work`` before it reads again.
+        self._wake_scheduled = False
+        reader = self.reader
+        if reader is not None and self._in_read:
+            reader.throw(_Wake())
+
+    def _do_work(self) -> None:
+        self._work = False
+        self._processing = True
+        try:
+            if self._resumed:
+                resumed, self._resumed = self._resumed, []
+                for stream in resumed:
+                    self._drain_held(stream)
+            if self._timers_due:
+                self._timers_due = False
+                self._sweep()
+        finally:
+            self._processing = False
+        self._flush()
+
+    # -- the reader greenlet --------------------------------------------------------------------------
+    def read_loop(self) -> None:
+        """Read and handle frames until the connection ends. Runs on the connection's greenlet."""
+        self.reader = getcurrent()
+        transport = self.transport
+        session = self.session
+        buf = bytearray(65536)
+        view = memoryview(buf)
+        err: BaseException | None = None
+        wait_first = True
+        interval = self.client._opts.ping_interval
+        if interval:
+            self._ping_due = now() + interval
+            self._arm(None, self._ping_due)
+        if not self.running:
+            self._start_idle()
+        self._flush()
+        try:
+            while not self.destroyed:
+                if self._work:
+                    self._do_work()
+                    continue
+                self._in_read = True
+                try:
+                    n = transport.recv_into(view, wait_first)
+                except _Wake:
+                    continue
+                finally:
+                    self._in_read = False
+                if n == 0:
+                    err = self._eof()
+                    break
+                wait_first = n < 65536
+                self._processing = True
+                try:
+                    self._handle(session.receive(view[:n]))
+                finally:
+                    self._processing = False
+                self._flush()
+        except GreenletExit:
+            err = self._error or InformationalError("destroyed")
+        except OSError as exc:
+            err = SocketError(str(exc) or exc.__class__.__name__, self._socket_info(), cause=exc)
+        except ProtocolError as exc:
+            err = SocketError(f"HTTP/2 protocol error: {exc}", self._socket_info(), cause=exc)
+        except Exception as exc:
+            err = exc
+        finally:
+            self.reader = None
+        self._finish(self._error or err or InformationalError("reset"))
+
+    def _handle(self, events: list[tuple[Any, ...]]) -> None:
+        self._now = now()
+        handlers = self._handlers
+        for ev in events:
+            handlers[ev[0]](ev)
+            if self.destroyed:
+                return
+
+    def _eof(self) -> BaseException:
+        if self._goaway_error is not None and not self.running:
+            return self._goaway_error
+        return SocketError("other side closed", self._socket_info())
+
+    # -- events -------------------------------------------------------------------------------------------
+    def _on_response(self, ev: tuple[Any, ...]) -> None:
+        _, sid, status, headers, raw = ev
+        stream = self.running.get(sid)
+        if stream is None:
+            return
+        req = stream.req
+        if len(raw) > self.client._opts.max_header_size:
+            self._fail_stream(stream, HeadersOverflowError())
+            return
+        stream.responded = True
+        stream.expect = False  # a final answer before 100 Continue: the body is not sent
+        req.raw_head = raw
+        t = req.body_timeout if req.body_timeout is not None else self.client._opts.body_timeout
+        stream.due = self._now + t if t else 0.0
+        if stream.due:
+            self._arm(stream, stream.due)
+        if _DEBUG():
+            _debug.core.debug(
+                "received response to %s %s%s - HTTP %d", req.method, self.client._origin.origin, req.path, status
+            )
+        req.on_headers(status, headers, "")
+
+    def _on_info(self, ev: tuple[Any, ...]) -> None:
+        _, sid, status, headers, raw = ev
+        stream = self.running.get(sid)
+        if stream is None:
+            return
+        if status == 100:
+            if stream.expect:
+                stream.expect = False
+                self._start_body(stream)
+            return
+        stream.req.raw_head = raw
+        stream.req.on_headers(status, headers, "")
+
+    def _on_data(self, ev: tuple[Any, ...]) -> None:
+        _, sid, data, flow = ev
+        session = self.session
+        stream = self.running.get(sid)
+        if stream is None:
+            session.ack(sid, flow)  # a stream we gave up on: only the connection window matters
+            return
+        req = stream.req
+        stream.received += len(data)
+        limit = self.client._opts.max_response_size
+        if limit >= 0 and stream.received > limit:
+            session.ack(sid, flow)
+            self._fail_stream(stream, ResponseExceededMaxSizeError())
+            return
+        if req.paused or stream.held:
+            # Paused: keep it, hand the connection window back, hold the stream's.
+            if stream.held is None:
+                stream.held = deque()
+            stream.held.append((data, flow))
+            session.ack_connection(flow)
+            stream.due = 0.0
+            return
+        if req.on_data(data):
+            if stream.done:
+                return
+            session.ack_connection(flow)
+            stream.unacked += flow
+            stream.due = 0.0
+            return
+        session.ack(sid, flow)
+        if stream.due:
+            t = req.body_timeout if req.body_timeout is not None else self.client._opts.body_timeout
+            stream.due = self._now + t
+
+    def _on_end(self, ev: tuple[Any, ...]) -> None:
+        _, sid, trailers, raw = ev
+        stream = self.running.get(sid)
+        if stream is None:
+            return
+        if not stream.responded:
+            self._fail_stream(stream, InformationalError("HTTP/2: stream half-closed (remote)"))
+            return
+        if stream.req.paused or stream.held:
+            stream.end_pending = (trailers, raw)
+            return
+        self._complete(stream, trailers, raw)
+
+    def _complete(self, stream: _Stream, trailers: Any, raw: Any) -> None:
+        req = stream.req
+        self._remove(stream)
+        if not stream.local_closed:
+            # RFC 9113 §8.1: the response is complete; the rest of our body is not needed.
+            self.session.reset_stream(stream.sid, ErrorCodes.NO_ERROR)
+        if trailers:
+            req.raw_trailers = raw
+            if _DEBUG():
+                _debug.core.debug("trailers received from %s %s%s", req.method, self.client._origin.origin, req.path)
+        req.on_complete(trailers)
+        if self._remember_session is not None:
+            remember, self._remember_session = self._remember_session, None
+            remember(self.sock, self.client._connect_options())
+        self._stream_done()
+
+    def _on_reset(self, ev: tuple[Any, ...]) -> None:
+        _, sid, code = ev
+        stream = self.running.get(sid)
+        if stream is None:
+            return
+        req = stream.req
+        if code == ErrorCodes.REFUSED_STREAM and not stream.responded and _replayable(req):
+            # RFC 9113 §8.7: the server did not process it; try once more.
+            self._remove(stream)
+            if self.reset:
+                self._requeue([req])
+                self._stream_done()
+                return
+            if not stream.retried:
+                self._open(req, True)
+                return
+        else:
+            self._remove(stream)
+        err = SocketError(f"HTTP/2: stream reset by the server with code {error_name(code)}", self._socket_info())
+        err.http2_error_code = code  # type: ignore[attr-defined]
+        req.on_error(err)
+        self._stream_done()
+
+    def _on_settings(self, ev: tuple[Any, ...]) -> None:
+        self._limit = min(self.client._opts.max_concurrent_streams, self.session.peer_max_concurrent_streams)
+        self.client._resume()
+
+    def _on_window(self, ev: tuple[Any, ...]) -> None:
+        if not self._uploads:
+            return
+        for stream in list(self._uploads):
+            if stream.out is not None:
+                self._pump(stream)
+            else:
+                self._uploads.pop(stream, None)
+                parker = stream.window
+                if parker is not None:
+                    parker.set()
+
+    def _on_goaway(self, ev: tuple[Any, ...]) -> None:
+        _, last, code, _debug_data = ev
+        self.reset = True
+        if code == ErrorCodes.NO_ERROR:
+            err: BaseException = InformationalError(f'HTTP/2: "GOAWAY" frame received with code {code}')
+        else:
+            err = SocketError(f'HTTP/2: "GOAWAY" frame received with code {code}', self._socket_info())
+        if self._goaway_error is None:
+            self._goaway_error = err
+        # Streams above the last id were not processed: replay them elsewhere, once.
+        replay = []
+        for sid, stream in list(self.running.items()):
+            if sid <= last:
+                continue
+            self._remove(stream)
+            self.session.reset_stream(sid, ErrorCodes.CANCEL)
+            req = stream.req
+            if _replayable(req) and req not in _GOAWAY_REPLAYED:
+                _GOAWAY_REPLAYED.add(req)
+                replay.append(req)
+            else:
+                req.on_error(err)
+        self._requeue(replay)
+        self._stream_done()
+
+    def _on_malformed(self, ev: tuple[Any, ...]) -> None:
+        _, sid, reason = ev
+        stream = self.running.get(sid)
+        if stream is not None:
+            err = InformationalError(f"HTTP/2: malformed response ({reason})")
+            self._fail_stream(stream, err, ErrorCodes.PROTOCOL_ERROR)
+
+    def _on_pong(self, ev: tuple[Any, ...]) -> None:
+        ping = self._ping
+        if ping is not None and ping[0] == ev[2]:
+            self._ping = None
+            self.client.emit("ping", time.monotonic() - ping[1])
+
+    # -- stream bookkeeping ------------------------------------------------------------------------------------
+    def _remove(self, stream: _Stream) -> None:
+        stream.done = True
+        self.running.pop(stream.sid, None)
+        if self._uploads:
+            self._uploads.pop(stream, None)
+        parker = stream.window
+        if parker is not None:
+            parker.set()
+
+    def _stream_done(self) -> None:
+        """A stream left: close a session that takes no new streams, or ask for more work."""
+        if self.destroyed:
+            return
+        if not self.running:
+            if self.reset:
+                self.destroy(self._goaway_error or InformationalError("reset"))
+                return
+            self._start_idle()
+        if not self._processing:
+            self._schedule_flush()
+        self.client._resume()
+
+    def _start_idle(self) -> None:
+        keep_alive = self.client._opts.keep_alive_timeout
+        self._idle_due = now() + keep_alive
+        self._arm(None, self._idle_due)
+
+    def _fail_stream(self, stream: _Stream, err: BaseException, code: int = ErrorCodes.CANCEL) -> None:
+        """Fail one request; the other streams go on (RST_STREAM for this one only)."""
+        if stream.done:
+            return
+        self._remove(stream)
+        self.session.reset_stream(stream.sid, code)
+        stream.req.on_error(err)
+        self._stream_done()
+
+    def _requeue(self, reqs: list[Request]) -> None:
+        """Give requests the server never saw back to the client, at the front of its queue."""
+        client = self.client
+        for req in reqs:
+            req.abort_hook = req.resume_hook = None
+        if client._destroyed:
+            for req in reqs:
+                req.on_error(self._error or ClientDestroyedError())
+            return
+        client._pending.extendleft(reversed(reqs))
+
+    def _find(self, req: Request) -> _Stream | None:
+        for stream in self.running.values():
+            if stream.req is req:
+                return stream
+        return None
+
+    def _abort_request(self, req: Request, reason: BaseException) -> None:
+        # Any greenlet: only this stream is cancelled.
+        stream = self._find(req)
+        if stream is None:
+            req.on_error(reason)
+            return
+        self._fail_stream(stream, reason)
+
+    def _resume_request(self, req: Request) -> None:
+        # Any greenlet: the reader delivers what was held, on its own greenlet.
+        stream = self._find(req)
+        if stream is not None:
+            self._resumed.append(stream)
+            self._wake()
+
+    def _drain_held(self, stream: _Stream) -> None:
+        """On the reader: a resumed stream gets its held data, and its window back."""
+        req = stream.req
+        if stream.done or req.paused:
+            return
+        session = self.session
+        if stream.unacked:
+            session.ack_stream(stream.sid, stream.unacked)
+            stream.unacked = 0
+        held = stream.held
+        while held:
+            data, flow = held.popleft()
+            paused = req.on_data(data)
+            if stream.done:
+                return
+            if paused:
+                stream.unacked = flow
+                return
+            session.ack_stream(stream.sid, flow)
+        if stream.end_pending is not None:
+            trailers, raw = stream.end_pending
+            self._complete(stream, trailers, raw)
+            return
+        t = req.body_timeout if req.body_timeout is not None else self.client._opts.body_timeout
+        if t and stream.responded:
+            self._arm(stream, now() + t)
+
+    # -- teardown ------------------------------------------------------------------------------------
+    def destroy(self, err: BaseException) -> None:
+        """Close the connection with ``err``. Never blocks; the reader finishes the job."""
+        if self.destroyed:
+            return
+        self.destroyed = True
+        self._error = err
+        reader = self.reader
+        if reader is None:
+            self._finish(err)
+        elif reader is not getcurrent():
+            self._wake()
+
+    def _finish(self, err: BaseException) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        self.destroyed = True
+        self._deadline.close()
+        writer = self._writer
+        if writer is not None:
+            kill(writer)
+        for g in list(self._bodies):
+            kill(g)
+        transport = self.transport
+        if transport.fast and not transport.closed:
+            # Best effort, never blocking: say goodbye (GOAWAY) with whatever is queued.
+            self.session.close()
+            try:
+                transport.try_send(self.session.data_to_send())
+            except OSError:
+                pass
+        transport.close()
+        streams = list(self.running.values())
+        self.running.clear()
+        self._uploads.clear()
+        for stream in streams:
+            stream.done = True
+            stream.req.on_error(err)
+        self.client._connection_lost(self, err, [])
+
+    def _socket_info(self) -> dict[str, Any] | None:
+        try:
+            local = self.sock.getsockname()
+            remote = self.sock.getpeername()
+        except (OSError, AttributeError):
+            return None
+        if isinstance(local, tuple):
+            return {
+                "local_address": local[0],
+                "local_port": local[1],
+                "remote_address": remote[0],
+                "remote_port": remote[1],
+            }
+        return {"local_address": local, "remote_address": remote}

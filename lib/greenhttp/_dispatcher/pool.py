@@ -1,0 +1,128 @@
+"""``Pool``: up to ``connections`` clients to one origin, requests served first in, first out.
+
+The queue, the free stack, events and the lifecycle live in
+:mod:`.pool_base`; this module adds what makes it a *Pool*: options, how
+members are made (``factory``) and when one is too old (``client_ttl``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from .._core.options import validate_client_options
+from .._core.url import parse_origin
+from .._runtime import now
+from ..errors import InvalidArgumentError
+from .client import Client
+from .pool_base import Member, PoolBase
+
+__all__ = ["Pool", "check_connections", "check_client_ttl", "check_factory"]
+
+
+def check_connections(value: Any) -> int:
+    """``connections``: None or an integer >= 0; 0 and None both mean "no limit"."""
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidArgumentError(f"connections must be a non-negative integer or None, got {value!r}")
+    return value
+
+
+def check_client_ttl(value: Any) -> float:
+    """``client_ttl``: None or a number of seconds >= 0; 0 and None both disable it."""
+    if value is None:
+        return 0.0
+    if (
+        not isinstance(value, (int, float))
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise InvalidArgumentError(f"client_ttl must be a non-negative number of seconds, got {value!r}")
+    return float(value)
+
+
+def check_factory(value: Any) -> Callable[..., Any] | None:
+    if value is not None and not callable(value):
+        raise InvalidArgumentError(f"factory must be callable, got {value!r}")
+    return value
+
+
+class Pool(PoolBase):
+    """A dispatcher over up to ``connections`` connections to one origin.
+
+    ``Pool(origin, connections=None, factory=None, client_ttl=None, **client_options)``:
+
+    * ``connections``: the most clients (connections) at once; ``None`` (or 0)
+      for no limit. Clients are made on demand, never ahead of requests.
+    * ``factory(origin, **client_options)`` makes a member; the default is
+      :class:`Client`. It may return any dispatcher (a ``Client`` over HTTP/2, a
+      composed one …) with ``dispatch``, ``busy``, ``stats``, ``close``,
+      ``destroy`` and the events.
+    * ``client_ttl``: seconds after its connection was made when a client is
+      retired (closed gracefully, and replaced when needed); ``None`` or 0: never.
+    * every :class:`Client` option (``pipelining``, ``keep_alive_timeout`` …),
+      validated now and given to each client.
+
+    A request goes to a free client, or to a new one while there is room, or
+    else waits in the pool's queue; the oldest waiting request goes first.
+    ``dispatch`` never blocks; the blocking helpers (``request`` …) block only
+    the calling greenlet. Greenlet-safe. Events are the clients', re-emitted
+    with the pool first in ``targets``; ``drain(origin, targets)`` is emitted
+    when the pool can take requests again after a ``dispatch`` returned False.
+    """
+
+    def __init__(
+        self,
+        origin: Any,
+        connections: int | None = None,
+        factory: Callable[..., Any] | None = None,
+        client_ttl: float | None = None,
+        **client_options: Any,
+    ) -> None:
+        parsed = parse_origin(origin, "origin")
+        self._limit = check_connections(connections)
+        ttl = check_client_ttl(client_ttl)
+        self._factory = check_factory(factory) or Client
+        if factory is None:
+            # Each Client validates again; doing it now names a bad option at once.
+            validate_client_options(client_options)
+        self._client_options = client_options
+        super().__init__(parsed.origin)
+        self._ttl = ttl
+
+    @property
+    def connections(self) -> int | None:
+        """The connection limit (None: no limit)."""
+        return self._limit or None
+
+    # -- members ---------------------------------------------------------------------------
+    def _take(self) -> Member | None:
+        free = self._free
+        while free:
+            member = free.pop()
+            member.free = False
+            if member.retired:
+                continue
+            if member.client.closed:
+                self._retire(member)  # closed or destroyed from outside: replace it
+                continue
+            if self._ttl and self._expired(member):
+                self._retire(member)
+                continue
+            return member
+        if not self._limit or len(self._members) < self._limit:
+            return self._add(self._factory(self._origin_str, **self._client_options))
+        return None
+
+    def _has_room(self) -> bool:
+        return not self._limit or len(self._members) < self._limit
+
+    def _expired(self, member: Member) -> bool:
+        return bool(member.connected_at and now() - member.connected_at > self._ttl)
+
+    def _on_member_connect(self, member: Member) -> None:
+        if self._ttl:
+            member.connected_at = now()

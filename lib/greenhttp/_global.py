@@ -1,0 +1,159 @@
+"""The global dispatcher and the module-level ``request``, ``stream``, ``pipeline``,
+``upgrade`` and ``connect`` that use it.
+
+``greenhttp.request("http://127.0.0.1:8080/path?q=1")`` splits the URL into
+the ``origin`` and the ``path`` options and calls the same method of
+``dispatcher=`` (default: the global dispatcher, an :class:`Agent` made on
+first use). Everything else is passed through unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from ._core.url import parse_origin
+from ._dispatcher.agent import Agent
+from .errors import InvalidArgumentError
+
+__all__ = [
+    "set_global_dispatcher",
+    "get_global_dispatcher",
+    "request",
+    "stream",
+    "pipeline",
+    "upgrade",
+    "connect",
+]
+
+_global_dispatcher: Any = None
+
+
+def set_global_dispatcher(dispatcher: Any) -> None:
+    """Make ``dispatcher`` the one the module-level functions (and WebSocket) use by default.
+
+    Anything with a ``dispatch(options, handler)`` method will do. The one it
+    replaces is not closed. Never blocks; greenlet-safe.
+    """
+    if dispatcher is None or not callable(getattr(dispatcher, "dispatch", None)):
+        raise InvalidArgumentError(
+            f"the global dispatcher must have a dispatch(options, handler) method, got {dispatcher!r}"
+        )
+    global _global_dispatcher
+    _global_dispatcher = dispatcher
+
+
+def get_global_dispatcher() -> Any:
+    """The global dispatcher; an :class:`Agent` with default options is made on first use.
+
+    Never blocks; greenlet-safe.
+    """
+    global _global_dispatcher
+    dispatcher = _global_dispatcher
+    if dispatcher is None:
+        dispatcher = _global_dispatcher = Agent()
+    return dispatcher
+
+
+def _split(url: Any, options: dict[str, Any], *, keep_path: bool = False) -> tuple[Any, str, str]:
+    """Pick the dispatcher and split ``url`` into its origin and request target.
+
+    A ``path`` option replaces the URL's path and query (a leading ``/`` is
+    added unless ``keep_path``: CONNECT's ``host:port``). Returns
+    ``(dispatcher, origin, path)``.
+    """
+    if options.pop("agent", None) is not None:
+        raise InvalidArgumentError("unsupported agent option, did you mean dispatcher?")
+    dispatcher = options.pop("dispatcher", None)
+    if dispatcher is None:
+        dispatcher = get_global_dispatcher()
+    if not isinstance(url, str):
+        if url is None or not hasattr(url, "geturl"):
+            raise InvalidArgumentError(f"url must be a string or URL, got {url!r}")
+        url = url.geturl()
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise InvalidArgumentError(f"invalid url: {url!r} ({exc})") from exc
+    if parts.username is not None or parts.password is not None:
+        raise InvalidArgumentError(
+            f"invalid url: {url!r} (credentials in the URL are not sent; use an authorization header)"
+        )
+    origin = parse_origin(f"{parts.scheme}://{parts.netloc}").origin
+    path = options.pop("path", None)
+    if path is not None:
+        if not isinstance(path, str):
+            raise InvalidArgumentError(f"path must be a string, got {path!r}")
+        if not keep_path and not path.startswith("/"):
+            path = "/" + path
+    else:
+        path = parts.path or "/"
+        if parts.query:
+            path += "?" + parts.query
+    return dispatcher, origin, path
+
+
+def _method(options: dict[str, Any]) -> str:
+    """The original's default: GET, or PUT when there is a body."""
+    return options.pop("method", None) or ("PUT" if options.get("body") is not None else "GET")
+
+
+def request(url: Any, **options: Any) -> Any:
+    """Send a request to ``url`` and block the calling greenlet until the response head arrives.
+
+    ``url`` is a full ``http(s)`` URL (a ``str`` or a ``urllib.parse`` result);
+    ``dispatcher=`` picks the dispatcher (default: the global one). The method
+    defaults to GET, or PUT when a ``body`` is given. The other options are
+    those of :meth:`Dispatcher.request` (``callback=`` included). Returns
+    :class:`ResponseData`. Greenlet-safe.
+    """
+    dispatcher, origin, path = _split(url, options)
+    method = _method(options)
+    return dispatcher.request(path=path, method=method, origin=origin, **options)
+
+
+def stream(url: Any, factory: Callable[[Any], Any], **options: Any) -> Any:
+    """Send a request to ``url`` and write the response body into ``factory(data)``'s result.
+
+    Blocks the calling greenlet until the body has been written; returns
+    :class:`StreamData`. As :func:`request` for ``url``, ``dispatcher=`` and
+    the method; the rest as :meth:`Dispatcher.stream`. Greenlet-safe.
+    """
+    dispatcher, origin, path = _split(url, options)
+    method = _method(options)
+    return dispatcher.stream(path=path, method=method, origin=origin, factory=factory, **options)
+
+
+def pipeline(url: Any, handler: Callable[[Any], Any], **options: Any) -> Any:
+    """Start a request to ``url``; returns the :class:`PipelineDuplex` of :meth:`Dispatcher.pipeline`.
+
+    Never blocks (the duplex's ``write``/``read`` do). As :func:`request` for
+    ``url``, ``dispatcher=`` and the method. Greenlet-safe.
+    """
+    dispatcher, origin, path = _split(url, options)
+    method = _method(options)
+    return dispatcher.pipeline(path=path, method=method, origin=origin, handler=handler, **options)
+
+
+def upgrade(url: Any, **options: Any) -> Any:
+    """Ask ``url`` to switch protocols; blocks until ``101`` and returns :class:`UpgradeData`.
+
+    As :func:`request` for ``url`` and ``dispatcher=``; ``protocol`` defaults
+    to ``"Websocket"``. Greenlet-safe.
+    """
+    dispatcher, origin, path = _split(url, options)
+    method = _method(options)
+    return dispatcher.upgrade(path=path, method=method, origin=origin, **options)
+
+
+def connect(url: Any, **options: Any) -> Any:
+    """Open an HTTP CONNECT tunnel through the proxy at ``url``; blocks until it is answered.
+
+    ``path`` is the tunnel's target, ``"host:port"``, sent as given; without
+    it, the URL's path is used. Returns :class:`ConnectData`. As
+    :func:`request` for ``dispatcher=``. Greenlet-safe.
+    """
+    dispatcher, origin, path = _split(url, options, keep_path=True)
+    options.pop("method", None)
+    return dispatcher.connect(path=path, origin=origin, **options)

@@ -1,0 +1,531 @@
+"""The handlers of the ``cache`` interceptor.
+
+* :class:`Relay` is the controller a downstream handler sees when the cache
+  answers: it plays a stored response into the handler (start, head, body,
+  end) with working ``pause``/``resume``/``abort``. While a validation
+  request is in flight it forwards to that request's controller instead, so
+  the handler keeps one controller whatever the origin answers.
+* :class:`CacheHandler` sits on a request that went to the origin and
+  stores a storable response as it streams through, or invalidates after an
+  unsafe method (RFC 9111 §3, §4.4).
+* :class:`RevalidationHandler` sits on a conditional request: a ``304``
+  freshens the stored entry and the stored response is played; a 5xx or a
+  network error inside ``stale-if-error`` plays the stale one; anything else
+  is stored and passed through like a miss (RFC 9111 §4.3, RFC 5861).
+
+Callbacks run on the connection's reader greenlet and never block; the only
+I/O is the store's, which must be quick (see ``cache_stores.base``). Policy
+lives in ``_core/cache_policy.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .._core import cache_policy as policy
+from .._runtime import call_soon
+from ..errors import RequestAbortedError
+from .base import DecoratorHandler
+
+__all__ = ["CacheContext", "CacheHandler", "NullHandler", "Relay", "RevalidationHandler", "answer", "stored_headers"]
+
+_log = logging.getLogger("greenhttp")
+_STALE_WARNING = '110 - "response is stale"'
+_END = object()
+
+
+class CacheContext:
+    """What every handler of one ``cache`` interceptor shares. Immutable after creation."""
+
+    __slots__ = ("store", "shared", "cache_by_default", "dispatch", "background")
+
+    def __init__(self, store: Any, shared: bool, cache_by_default: float | None, dispatch: Callable[..., bool]):
+        self.store = store
+        self.shared = shared
+        self.cache_by_default = cache_by_default
+        self.dispatch = dispatch
+        #: URLs with a background (stale-while-revalidate) validation in flight.
+        self.background: set[tuple[str, str, str]] = set()
+
+    def delete(self, key: policy.CacheKey) -> None:
+        try:
+            self.store.delete(key)
+        except Exception as exc:  # a cache may fail to forget; the request goes on
+            _log.warning("greenhttp: cache store delete failed: %r", exc)
+
+    def put(self, key: policy.CacheKey, value: policy.CacheValue, body: bytes) -> None:
+        writer = self._writer(key, value)
+        if writer is not None:
+            try:
+                if writer.write(body) is not False:
+                    writer.end()
+            except Exception as exc:
+                _log.warning("greenhttp: cache store write failed: %r", exc)
+                self.delete(key)
+
+    def _writer(self, key: policy.CacheKey, value: policy.CacheValue) -> Any:
+        try:
+            return self.store.create_write_stream(key, value)
+        except Exception as exc:
+            _log.warning("greenhttp: cache store refused an entry: %r", exc)
+            return None
+
+
+def stored_headers(entry: policy.CacheValue, age: float, stale: bool) -> dict[str, Any]:
+    """The header fields served with a stored response: its own, ``age`` and, when stale, ``warning``."""
+    headers = dict(entry["headers"])
+    headers["age"] = str(min(int(age), policy.MAX_DELTA))
+    if stale:
+        headers["warning"] = _STALE_WARNING
+    return headers
+
+
+def _raw_headers(headers: dict[str, Any]) -> list[bytes]:
+    out: list[bytes] = []
+    for name, value in headers.items():
+        for v in value if isinstance(value, list) else (value,):
+            out.append(name.encode("latin-1"))
+            out.append(v.encode("latin-1", "replace"))
+    return out
+
+
+def _chunks(body: Any) -> Iterator[bytes]:
+    if body is None:
+        return iter(())
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return iter((bytes(body),) if body else ())
+    return (bytes(c) for c in body if c)
+
+
+class Relay:
+    """The controller of a handler the cache answers (``abort``, ``pause``, ``resume``).
+
+    Forwards to ``upstream`` (a validation request's controller) while there
+    is one; after :meth:`play` it drives the handler itself. Any greenlet may
+    call the controller methods; ``resume`` continues the body from the hub.
+    """
+
+    __slots__ = ("handler", "upstream", "_raw", "_body", "_paused", "_aborted", "_reason", "_done", "user_abort")
+
+    def __init__(self, handler: Any, upstream: Any = None) -> None:
+        self.handler = handler
+        self.upstream = upstream
+        self._raw: list[bytes] = []
+        self._body: Iterator[bytes] = iter(())
+        self._paused = False
+        self._aborted = False
+        self._reason: BaseException | None = None
+        self._done = False
+        #: set when the handler aborted (the cache must not answer with a stale response then)
+        self.user_abort = False
+
+    # -- the controller ----------------------------------------------------------------------------
+    def abort(self, reason: BaseException | None = None) -> None:
+        self.user_abort = True
+        upstream = self.upstream
+        if upstream is not None:
+            upstream.abort(reason)
+            return
+        if self._done:
+            return
+        self._aborted = True
+        self._reason = reason if reason is not None else RequestAbortedError()
+        self.fail(self._reason)
+
+    def pause(self) -> None:
+        if self.upstream is not None:
+            self.upstream.pause()
+        else:
+            self._paused = True
+
+    def resume(self) -> None:
+        if self.upstream is not None:
+            self.upstream.resume()
+        elif self._paused:
+            self._paused = False
+            if not self._done:
+                call_soon(self._pump)
+
+    @property
+    def aborted(self) -> bool:
+        return self.upstream.aborted if self.upstream is not None else self._aborted
+
+    @property
+    def paused(self) -> bool:
+        return self.upstream.paused if self.upstream is not None else self._paused
+
+    @property
+    def reason(self) -> BaseException | None:
+        return self.upstream.reason if self.upstream is not None else self._reason
+
+    @property
+    def raw_headers(self) -> list[bytes] | None:
+        return self.upstream.raw_headers if self.upstream is not None else self._raw
+
+    @property
+    def raw_trailers(self) -> list[bytes] | None:
+        return self.upstream.raw_trailers if self.upstream is not None else []
+
+    # -- driving the handler -----------------------------------------------------------------------
+    def _call(self, name: str, *args: Any) -> None:
+        fn = getattr(self.handler, name, None)
+        if fn is not None:
+            try:
+                fn(self, *args)
+            except Exception as exc:  # a raising handler aborts its request, as the dispatcher's guard does
+                self.abort(exc)
+
+    def start(self, context: Any = None) -> bool:
+        """``on_request_start``; False when the handler aborted at once."""
+        self._call("on_request_start", context)
+        return not self._done
+
+    def play(self, status: int, headers: dict[str, Any], message: str, body: Any) -> None:
+        """Deliver a whole response: head, body chunks (pausable), end."""
+        self.upstream = None
+        if self._done:
+            return
+        self._raw = _raw_headers(headers)
+        self._body = _chunks(body)
+        self._call("on_response_start", status, headers, message)
+        self._pump()
+
+    def _pump(self) -> None:
+        on_data = getattr(self.handler, "on_response_data", None)
+        body = self._body
+        while not self._paused and not self._done:
+            chunk = next(body, _END)
+            if chunk is _END:
+                self._done = True
+                fn = getattr(self.handler, "on_response_end", None)
+                if fn is not None:
+                    try:
+                        fn(self, {})
+                    except Exception as exc:
+                        self._report(exc)
+                return
+            if on_data is not None:
+                try:
+                    on_data(self, chunk)
+                except Exception as exc:
+                    self.abort(exc)
+
+    def fail(self, err: BaseException) -> None:
+        """Deliver ``on_response_error(err)`` (once; nothing follows it)."""
+        self.upstream = None
+        if self._done:
+            return
+        self._done = True
+        fn = getattr(self.handler, "on_response_error", None)
+        if fn is None:
+            self._report(err)
+            return
+        try:
+            fn(self, err)
+        except Exception as exc:
+            self._report(exc)
+
+    @staticmethod
+    def _report(err: BaseException) -> None:
+        _log.error("greenhttp: unhandled error in a handler of a cached response: %r", err)
+
+
+class NullHandler:
+    """Swallows a response (background validations). Calls ``on_done`` when it ends either way."""
+
+    def __init__(self, on_done: Callable[[], None] | None = None) -> None:
+        self._on_done = on_done
+
+    def on_response_end(self, controller: Any, trailers: Any) -> None:
+        if self._on_done is not None:
+            self._on_done()
+
+    def on_response_error(self, controller: Any, err: BaseException) -> None:
+        if self._on_done is not None:
+            self._on_done()
+
+
+class CacheHandler(DecoratorHandler):
+    """Stores a storable response while passing it on; invalidates after unsafe methods.
+
+    One instance per request; callbacks on the reader greenlet; never blocks.
+    """
+
+    def __init__(self, ctx: CacheContext, key: policy.CacheKey, handler: Any) -> None:
+        super().__init__(handler)
+        self.ctx = ctx
+        self.key = key
+        self.request_time = time.time()
+        self.writer: Any = None
+        self.history: Any = None
+
+    def on_request_start(self, controller: Any, context: Any) -> None:
+        self._drop_writer()
+        self.request_time = time.time()
+        self.history = context.get("history") if isinstance(context, dict) else getattr(context, "history", None)
+        super().on_request_start(controller, context)
+
+    def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
+        if status_code >= 200 and type(headers) is dict:
+            self._consider(status_code, headers, status_message)
+        super().on_response_start(controller, status_code, headers, status_message)
+
+    def _consider(self, status: int, headers: dict[str, Any], message: str) -> None:
+        key = self.key
+        if key["method"] not in policy.SAFE_METHODS:
+            if 200 <= status < 400:  # §4.4: a non-error response to an unsafe method
+                for path in policy.invalidation_paths(key, headers):
+                    self.ctx.delete({**key, "path": path})
+            return
+        if not self._same_origin_chain():
+            return
+        entry = policy.build_entry(
+            method=key["method"],
+            status=status,
+            status_message=message or "",
+            headers=headers,
+            request_headers=key.get("headers") or {},
+            request_time=self.request_time,
+            response_time=time.time(),
+            shared=self.ctx.shared,
+            cache_by_default=self.ctx.cache_by_default,
+        )
+        if entry is not None:
+            self.writer = self.ctx._writer(key, entry)
+
+    def _same_origin_chain(self) -> bool:
+        """A response reached through redirects is stored under the request's key only if every
+        hop stayed on its origin, and never for a request carrying credentials."""
+        history = self.history
+        if not history or len(history) < 2:
+            return True
+        headers = self.key.get("headers") or {}
+        if "authorization" in headers or "cookie" in headers or "proxy-authorization" in headers:
+            return False
+        origin = self.key["origin"].lower()
+        return all(str(hop).lower().startswith(origin + "/") or str(hop).lower() == origin for hop in history)
+
+    def on_response_data(self, controller: Any, chunk: bytes) -> None:
+        writer = self.writer
+        if writer is not None:
+            try:
+                if writer.write(chunk) is False:
+                    self.writer = None
+            except Exception as exc:
+                _log.warning("greenhttp: cache store write failed: %r", exc)
+                self.writer = None
+                self.ctx.delete(self.key)
+        super().on_response_data(controller, chunk)
+
+    def on_response_end(self, controller: Any, trailers: Any) -> None:
+        writer = self.writer
+        if writer is not None:
+            self.writer = None
+            try:
+                writer.end()
+            except Exception as exc:
+                _log.warning("greenhttp: cache store write failed: %r", exc)
+                self.ctx.delete(self.key)
+        super().on_response_end(controller, trailers)
+
+    def on_response_error(self, controller: Any, err: BaseException) -> None:
+        self._drop_writer()
+        super().on_response_error(controller, err)
+
+    def _drop_writer(self) -> None:
+        writer = self.writer
+        if writer is not None:
+            self.writer = None
+            try:
+                writer.destroy()
+            except Exception:  # nothing to keep anyway
+                pass
+
+
+class RevalidationHandler(CacheHandler):
+    """Handles the answer to a conditional request made to validate ``entry``.
+
+    ``relay`` is what the downstream handler uses as its controller; with
+    ``background`` the downstream is a :class:`NullHandler` and a ``304``
+    only freshens the store. ``client_headers`` are the original request's
+    headers (its own preconditions are answered from the freshened entry).
+    ``refetch(handler)`` re-sends the original request unconditionally.
+    """
+
+    def __init__(
+        self,
+        ctx: CacheContext,
+        key: policy.CacheKey,
+        handler: Any,
+        entry: policy.CacheValue,
+        verdict: policy.Verdict,
+        refetch: Callable[[Any], Any],
+        *,
+        head_only: bool = False,
+        background: bool = False,
+    ) -> None:
+        super().__init__(ctx, key, handler)
+        self.relay = Relay(handler)
+        self.entry: policy.CacheValue | None = entry
+        self.verdict = verdict
+        self.refetch = refetch
+        self.head_only = head_only
+        self.background = background
+        self.mode: str | None = None  # None, "pass", "304" or "stale"
+        self.started = False
+        self.not_modified: tuple[dict[str, Any], float] | None = None
+
+    def on_request_start(self, controller: Any, context: Any) -> None:
+        self.relay.upstream = controller
+        self.mode = None
+        if self.started:
+            self._drop_writer()
+            return
+        self.started = True
+        super().on_request_start(self.relay, context)
+
+    def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
+        if self.entry is not None and status_code >= 200:
+            if status_code == 304 and type(headers) is dict:
+                self.mode = "304"
+                self.not_modified = (headers, time.time())
+                return
+            if self.verdict.stale_if_error and 500 <= status_code <= 504:
+                self.mode = "stale"  # RFC 5861 §4: answer with the stale response instead
+                return
+        if status_code >= 200:
+            self.mode = "pass"
+        super().on_response_start(self.relay, status_code, headers, status_message)
+
+    def on_response_data(self, controller: Any, chunk: bytes) -> None:
+        if self.mode == "pass" or self.mode is None:
+            super().on_response_data(self.relay, chunk)
+
+    def on_response_end(self, controller: Any, trailers: Any) -> None:
+        mode = self.mode
+        if mode == "304":
+            self._freshen()
+        elif mode == "stale":
+            self._serve_stale()
+        else:
+            super().on_response_end(self.relay, trailers)
+
+    def on_response_error(self, controller: Any, err: BaseException) -> None:
+        if (self.mode is None or self.mode == "stale") and self.verdict.stale_if_error and self.entry:
+            if not self.relay.user_abort:
+                self._serve_stale()
+                return
+        self.mode = "pass"
+        self._drop_writer()
+        self.relay.upstream = controller
+        DecoratorHandler.on_response_error(self, self.relay, err)
+
+    # -- outcomes ----------------------------------------------------------------------------------
+    def _serve_stale(self) -> None:
+        entry = self.entry
+        assert entry is not None
+        if self.background:
+            self.handler.on_response_end(self.relay, {})
+            return
+        age = max(0.0, time.time() - entry["cached_at"])
+        self._answer(entry, age, True)
+
+    def _freshen(self) -> None:
+        """RFC 9111 §4.3.4: update the stored entry from the 304, then answer from it."""
+        entry = self.entry
+        assert entry is not None and self.not_modified is not None
+        headers, response_time = self.not_modified
+        etag = headers.get("etag")
+        if (etag is not None and (not policy.valid_etag(etag) or entry.get("etag") is None
+                                  or not policy.weak_etag_match(etag, entry["etag"]))) or (
+            "vary" in headers and policy.parse_vary(headers["vary"]) is None
+        ):
+            # The 304 does not validate what we hold: forget it and ask again, unconditionally.
+            self.ctx.delete(self.key)
+            self.entry = None
+            self.mode = None
+            self.refetch(self)
+            return
+        merged = policy.merge_304_headers(entry["headers"], headers)
+        fresh = policy.build_entry(
+            method=self.key["method"],
+            status=entry["status_code"],
+            status_message=entry.get("status_message", ""),
+            headers=merged,
+            request_headers=self.key.get("headers") or {},
+            request_time=self.request_time,
+            response_time=response_time,
+            shared=self.ctx.shared,
+            cache_by_default=self.ctx.cache_by_default,
+        )
+        body = entry.get("body")
+        if fresh is None:
+            self.ctx.delete(self.key)  # the 304 forbids keeping it; this answer still uses it
+            fresh = {**entry, "headers": merged, "cached_at": response_time, "stale_at": response_time}
+        else:
+            if fresh.get("etag") is None:
+                fresh["etag"] = entry.get("etag")
+            if not isinstance(body, (bytes, bytearray)):
+                body = b"".join(_chunks(body))
+            self.ctx.put(self.key, fresh, bytes(body))
+        if self.background:
+            self.handler.on_response_end(self.relay, {})
+            return
+        age = max(0.0, time.time() - fresh["cached_at"])
+        self._answer({**fresh, "body": body}, age, False)
+
+    def _answer(self, entry: policy.CacheValue, age: float, stale: bool) -> None:
+        if not self.started:  # the request failed before it started: the handler starts now
+            self.started = True
+            if not self.relay.start(None):
+                return
+        self.relay.play(*answer(entry, age, stale, self.key.get("headers") or {}, self.head_only))
+
+
+def not_modified_headers(entry: policy.CacheValue, age: float) -> dict[str, Any]:
+    """The fields of a 304 answered from a stored response (RFC 9110 §15.4.5), plus ``age``."""
+    stored = entry["headers"]
+    headers = {name: stored[name] for name in policy.NOT_MODIFIED_FIELDS if name in stored}
+    headers["age"] = str(min(int(age), policy.MAX_DELTA))
+    return headers
+
+
+def answer(
+    entry: policy.CacheValue, age: float, stale: bool, request_headers: dict[str, Any], head: bool
+) -> tuple[int, dict[str, Any], str, Any]:
+    """``(status, headers, status_message, body)`` answering a request from ``entry``.
+
+    A 304 when the request's own preconditions match (RFC 9111 §4.3.2); a
+    206 for a single byte range of a stored 200 (RFC 9110 §14); the stored
+    response otherwise, without its body for HEAD.
+    """
+    status = entry["status_code"]
+    if 200 <= status < 300 and policy.is_conditional(request_headers) and policy.not_modified(request_headers, entry):
+        return 304, not_modified_headers(entry, age), "Not Modified", None
+    headers = stored_headers(entry, age, stale)
+    body = None if head else entry.get("body")
+    if status == 200 and body is not None and "range" in request_headers and _if_range_holds(request_headers, entry):
+        if not isinstance(body, (bytes, bytearray)):
+            body = b"".join(_chunks(body))
+        span = policy.byte_range(request_headers["range"], len(body))
+        if span is not None:
+            first, last = span
+            headers["content-range"] = f"bytes {first}-{last}/{len(body)}"
+            headers["content-length"] = str(last - first + 1)
+            return 206, headers, "Partial Content", bytes(body[first : last + 1])
+    return status, headers, entry.get("status_message", ""), body
+
+
+def _if_range_holds(request_headers: dict[str, Any], entry: policy.CacheValue) -> bool:
+    """RFC 9110 §13.1.5: If-Range must name the stored response exactly (strong comparison)."""
+    if_range = request_headers.get("if-range")
+    if if_range is None:
+        return True
+    if not isinstance(if_range, str):
+        return False
+    if if_range.startswith('"'):
+        return if_range == entry.get("etag")
+    return if_range == entry["headers"].get("last-modified")

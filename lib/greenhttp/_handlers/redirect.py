@@ -1,0 +1,93 @@
+"""``RedirectHandler``: follows 3xx responses by dispatching the next request.
+
+The decisions are ``_core/redirect.py``'s; this is the glue. A redirect
+response's body is read and dropped (so the connection stays usable), and
+the next request is dispatched from ``on_response_end``, on the reader
+greenlet: dispatching never blocks. A failure decided at the head (the limit
+with ``throw_on_max_redirect``, a loop) is likewise delivered once the body
+is read, so it never costs the connection either.
+
+The downstream handler sees ``on_request_start`` once per hop, with a
+context whose ``"history"`` is the list of URLs requested so far (the same
+list object each time, so at the end it holds every hop, the final URL last).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .._core.body import StreamBody
+from .._core.redirect import Hop, RedirectOptions, next_hop, normalize_origin
+from .base import DecoratorHandler
+
+__all__ = ["RedirectHandler"]
+
+
+class RedirectHandler(DecoratorHandler):
+    """Wraps ``handler``; follows redirects of ``opts`` through ``dispatch`` per ``options``.
+
+    ``opts`` must no longer hold the redirect options (the interceptor strips
+    them). One instance serves one request and all its hops. Its callbacks
+    never block.
+    """
+
+    def __init__(
+        self,
+        dispatch: Callable[[dict[str, Any], Any], bool],
+        opts: dict[str, Any],
+        handler: Any,
+        options: RedirectOptions,
+    ) -> None:
+        super().__init__(handler)
+        self.dispatch = dispatch
+        self.opts = opts
+        self.options = options
+        self.history: list[str] = []
+        self._next: Hop | None = None
+        self._error: BaseException | None = None
+
+    def _url(self) -> str:
+        origin = normalize_origin(self.opts.get("origin")) or ""
+        path = self.opts.get("path") or "/"
+        return path if path.startswith(("http://", "https://")) else origin + path
+
+    def on_request_start(self, controller: Any, context: Any) -> None:
+        ctx = dict(context) if isinstance(context, dict) else {}
+        ctx["history"] = self.history
+        super().on_request_start(controller, ctx)
+
+    def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
+        if status_code < 200:
+            super().on_response_start(controller, status_code, headers, status_message)
+            return
+        self.history.append(self._url())
+        body = self.opts.get("body")
+        replayable = not (isinstance(body, StreamBody) and body.used)
+        decision = next_hop(status_code, headers, self.opts, self.options, self.history, replayable)
+        if decision is None:
+            super().on_response_start(controller, status_code, headers, status_message)
+        elif isinstance(decision, Hop):
+            self._next = decision
+        else:
+            self._error = decision
+
+    def on_response_data(self, controller: Any, chunk: bytes) -> None:
+        # RFC 9110 §15.4: a redirect's body is only a hint for humans; it is dropped.
+        if self._next is None and self._error is None:
+            super().on_response_data(controller, chunk)
+
+    def on_response_end(self, controller: Any, trailers: Any) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            super().on_response_error(controller, error)
+            return
+        hop, self._next = self._next, None
+        if hop is None:
+            super().on_response_end(controller, trailers)
+            return
+        self.opts = hop.opts
+        try:
+            self.dispatch(hop.opts, self)
+        except Exception as exc:
+            super().on_response_error(controller, exc)

@@ -1,0 +1,115 @@
+"""The WebSocket event objects: ``MessageEvent``, ``CloseEvent``, ``ErrorEvent``.
+
+After the HTML standard's interfaces, with snake_case fields. Each takes the
+event type and then either an init dict (the WebIDL shape) or keywords:
+``CloseEvent("close", code=1000, reason="", was_clean=True)`` and
+``CloseEvent("close", {"code": 1000})`` are the same. Plain data: nothing
+here blocks, and an event may be read from any greenlet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._event_target import Event
+
+__all__ = ["Event", "MessageEvent", "CloseEvent", "ErrorEvent"]
+
+
+def _init(cls: type, init: dict[str, Any] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+    fields = dict(cls._DEFAULTS)  # type: ignore[attr-defined]
+    merged = {**(init or {}), **kwargs}
+    unknown = set(merged) - set(fields)
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field {sorted(unknown)[0]!r}")
+    fields.update(merged)
+    return fields
+
+
+class MessageEvent(Event):
+    """A message arrived. ``data``: ``str`` for text, ``Blob`` or ``bytes`` for binary
+    (after ``binary_type``); ``origin``: the origin of the WebSocket's URL;
+    ``last_event_id`` (``""``), ``source`` (None) and ``ports`` (``[]``) as in the DOM."""
+
+    _DEFAULTS: dict[str, Any] = {
+        "data": None,
+        "origin": "",
+        "last_event_id": "",
+        "source": None,
+        "ports": (),
+    }
+
+    def __init__(self, type: str, init: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(type)
+        f = _init(MessageEvent, init, kwargs)
+        self.data: Any = f["data"]
+        self.origin: str = f["origin"]
+        self.last_event_id: str = f["last_event_id"]
+        self.source: Any = f["source"]
+        self.ports: list[Any] = list(f["ports"])
+
+    @classmethod
+    def _fast(cls, data: Any, origin: str) -> MessageEvent:
+        """A ``message`` event without the init checks (the per-message path)."""
+        ev = cls.__new__(cls)
+        ev.type = "message"
+        ev.target = ev.current_target = None
+        ev.default_prevented = ev._stop = False
+        ev.data = data
+        ev.origin = origin
+        ev.last_event_id = ""
+        ev.source = None
+        ev.ports = []
+        return ev
+
+    def __repr__(self) -> str:
+        data = self.data
+        shown = (
+            repr(data)
+            if not isinstance(data, (str, bytes)) or len(data) <= 40
+            else f"<{len(data)} items>"
+        )
+        return f"MessageEvent(type={self.type!r}, data={shown}, origin={self.origin!r})"
+
+
+class CloseEvent(Event):
+    """The connection closed. ``code`` (1005: the close frame had none; 1006: no close
+    frame was received), ``reason`` and ``was_clean`` (True only when the closing
+    handshake completed both ways)."""
+
+    _DEFAULTS: dict[str, Any] = {"was_clean": False, "code": 0, "reason": ""}
+
+    def __init__(self, type: str, init: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(type)
+        f = _init(CloseEvent, init, kwargs)
+        self.was_clean: bool = bool(f["was_clean"])
+        self.code: int = int(f["code"])
+        self.reason: str = str(f["reason"])
+
+    def __repr__(self) -> str:
+        return f"CloseEvent(type={self.type!r}, code={self.code}, reason={self.reason!r}, was_clean={self.was_clean})"
+
+
+class ErrorEvent(Event):
+    """The connection failed. ``error`` is the exception behind it, ``message`` a text
+    (``""`` by default); ``filename``, ``lineno`` and ``colno`` exist for the DOM shape."""
+
+    _DEFAULTS: dict[str, Any] = {
+        "message": "",
+        "filename": "",
+        "lineno": 0,
+        "colno": 0,
+        "error": None,
+    }
+
+    def __init__(self, type: str, init: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(type)
+        f = _init(ErrorEvent, init, kwargs)
+        self.message: str = str(f["message"])
+        self.filename: str = str(f["filename"])
+        self.lineno: int = int(f["lineno"])
+        self.colno: int = int(f["colno"])
+        self.error: Any = f["error"]
+
+    def __repr__(self) -> str:
+        return f"ErrorEvent(type={self.type!r}, message={self.message!r}, error={self.error!r})"

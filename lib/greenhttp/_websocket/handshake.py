@@ -1,0 +1,318 @@
+"""The opening handshake: URL and subprotocol checks, the request, the response checks.
+
+RFC 6455 §4.1 and the WHATWG WebSocket standard ("establish a WebSocket
+connection"). The request goes through a dispatcher's ``upgrade()``, so it
+takes the dispatcher's connector, TLS settings and interceptors; everything
+else here is pure: it decides from strings and headers.
+
+permessage-deflate (RFC 7692) is offered on every handshake. greenhttp only
+*inflates*: it never compresses what it sends (RFC 7692 §6 lets a sender
+leave any message uncompressed), so the ``client_*`` parameters of the
+server's answer are checked but have nothing to steer.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from .._api.upgrade import upgrade
+from .._core.headers import header_pairs
+from ..errors import DOMException
+
+__all__ = [
+    "Target",
+    "Negotiated",
+    "HandshakeError",
+    "parse_url",
+    "parse_protocols",
+    "request_headers",
+    "check_response",
+    "perform",
+]
+
+_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+_DEFAULT_PORTS = {"ws": 80, "wss": 443}
+# RFC 9110 token characters (RFC 6455 §4.1: a subprotocol is a token).
+_TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+# What the WHATWG URL parser leaves alone in a path and a query.
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+_QUERY_SAFE = _PATH_SAFE + "?[]{}|\\^`"
+# WHATWG URL: forbidden domain code points (those urlsplit lets through).
+_FORBIDDEN_HOST = frozenset(" \t\n\r#/<>?@\\^|%\x00\x7f")
+_OFFER = "permessage-deflate; client_max_window_bits"
+# Headers the handshake sets itself; a user's copy is dropped (WHATWG "set").
+_OWN_HEADERS = frozenset(
+    {
+        "sec-websocket-key",
+        "sec-websocket-version",
+        "sec-websocket-extensions",
+        "connection",
+        "upgrade",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed WebSocket URL.
+
+    ``url`` is the serialised URL (``ws://host:port/path?query``), ``origin``
+    its origin (the ``MessageEvent.origin``), ``http_origin`` the origin the
+    handshake is sent to (``http:``/``https:``) and ``path`` the request target.
+    """
+
+    url: str
+    origin: str
+    http_origin: str
+    path: str
+    secure: bool
+
+
+@dataclass(frozen=True)
+class Negotiated:
+    """What the server accepted: ``protocol``, the raw ``extensions`` header value,
+    whether messages may arrive compressed, and whether each one starts a new
+    compression context (``server_no_context_takeover``)."""
+
+    protocol: str = ""
+    extensions: str = ""
+    deflate: bool = False
+    reset_context: bool = False
+
+
+class HandshakeError(Exception):
+    """The server's answer is not a valid WebSocket handshake (RFC 6455 §4.1)."""
+
+
+def _syntax_error(message: str) -> DOMException:
+    return DOMException(message, "SyntaxError")
+
+
+def parse_url(url: Any) -> Target:
+    """Parse and check a WebSocket URL; raises a ``SyntaxError`` DOMException.
+
+    ``http:`` and ``https:`` become ``ws:`` and ``wss:``, as the WHATWG
+    standard does; any other scheme, a fragment, or a relative URL (Python has
+    no document base URL to resolve it against) is refused.
+    """
+    if not isinstance(url, str):
+        if url is None:
+            raise _syntax_error("the URL must be a string, got None")
+        url = url.geturl() if hasattr(url, "geturl") else str(url)
+    text = url.strip(" \t\n\r\f")
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise _syntax_error(f"invalid URL {url!r}: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme == "http":
+        scheme = "ws"
+    elif scheme == "https":
+        scheme = "wss"
+    elif scheme not in _DEFAULT_PORTS:
+        raise _syntax_error(f"the URL's scheme must be ws: or wss:, got {url!r}")
+    if "#" in text:
+        raise _syntax_error(f"a WebSocket URL cannot have a fragment, got {url!r}")
+    hostname = parts.hostname
+    if not hostname:
+        raise _syntax_error(f"the URL has no host: {url!r}")
+    if not hostname.isascii():
+        try:  # the URL parser's domain-to-ASCII step
+            hostname = hostname.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise _syntax_error(f"invalid host in URL {url!r}") from None
+    if any(c in _FORBIDDEN_HOST for c in hostname):
+        raise _syntax_error(f"invalid host in URL {url!r}")
+    default = _DEFAULT_PORTS[scheme]
+    if port == default:
+        port = None
+    host = f"[{hostname}]" if ":" in hostname else hostname
+    authority = host if port is None else f"{host}:{port}"
+    path = quote(parts.path, safe=_PATH_SAFE) or "/"
+    target = path + ("?" + quote(parts.query, safe=_QUERY_SAFE) if "?" in text else "")
+    userinfo = ""
+    if parts.username is not None:
+        userinfo = (
+            parts.username + (f":{parts.password}" if parts.password is not None else "") + "@"
+        )
+    http_scheme = "https" if scheme == "wss" else "http"
+    return Target(
+        url=f"{scheme}://{userinfo}{authority}{target}",
+        origin=f"{scheme}://{authority}",
+        http_origin=f"{http_scheme}://{authority}",
+        path=target,
+        secure=scheme == "wss",
+    )
+
+
+def parse_protocols(protocols: Any) -> list[str]:
+    """A subprotocol list from a string or a sequence of strings; a repeated
+    (case-insensitively) or non-token name raises a ``SyntaxError`` DOMException."""
+    if protocols is None:
+        return []
+    if isinstance(protocols, str):
+        protocols = [protocols]
+    elif isinstance(protocols, (bytes, bytearray)) or not hasattr(protocols, "__iter__"):
+        raise _syntax_error(f"protocols must be a string or a list of strings, got {protocols!r}")
+    out: list[str] = []
+    seen: set[str] = set()
+    for name in protocols:
+        if not isinstance(name, str) or not _TOKEN_RE.match(name):
+            raise _syntax_error(f"invalid subprotocol {name!r}")
+        folded = name.lower()
+        if folded in seen:
+            raise _syntax_error(f"subprotocol {name!r} is repeated")
+        seen.add(folded)
+        out.append(name)
+    return out
+
+
+def request_headers(extra: Any, protocols: list[str]) -> tuple[list[tuple[str, str]], str]:
+    """The handshake's request headers (the user's first) and the key sent.
+
+    The dispatcher adds ``connection: upgrade`` and ``upgrade: websocket``.
+    """
+    key = base64.b64encode(os.urandom(16)).decode("ascii")
+    pairs = [(k, v) for k, v in header_pairs(extra) if k.lower() not in _OWN_HEADERS]
+    pairs.append(("sec-websocket-key", key))
+    pairs.append(("sec-websocket-version", "13"))
+    if protocols:
+        pairs.append(("sec-websocket-protocol", ", ".join(protocols)))
+    pairs.append(("sec-websocket-extensions", _OFFER))
+    return pairs, key
+
+
+def accept_for(key: str) -> str:
+    """``Sec-WebSocket-Accept`` for ``key`` (RFC 6455 §4.2.2 step 5.4)."""
+    return base64.b64encode(hashlib.sha1(key.encode("ascii") + _GUID).digest()).decode("ascii")
+
+
+def _one(headers: dict[str, Any], name: str) -> str | None:
+    value = headers.get(name)
+    if isinstance(value, list):
+        raise HandshakeError(f"the response has {len(value)} {name} headers")
+    return value
+
+
+def _joined(headers: dict[str, Any], name: str) -> str | None:
+    value = headers.get(name)
+    if isinstance(value, list):
+        return ", ".join(value)
+    return value
+
+
+def check_response(headers: dict[str, Any], key: str, protocols: list[str]) -> Negotiated:
+    """Check a ``101`` response's headers (lower-case names) against the request.
+
+    Raises :class:`HandshakeError` naming the first problem, in the order of
+    RFC 6455 §4.1 (items 2 to 6 of the client's checks).
+    """
+    upgrade = _one(headers, "upgrade")
+    if upgrade is None or upgrade.strip().lower() != "websocket":
+        raise HandshakeError(f"the Upgrade header must be 'websocket', got {upgrade!r}")
+    connection = _joined(headers, "connection")
+    tokens = {t.strip().lower() for t in (connection or "").split(",")}
+    if "upgrade" not in tokens:
+        raise HandshakeError(f"the Connection header must contain 'upgrade', got {connection!r}")
+    accept = _one(headers, "sec-websocket-accept")
+    if accept is None or accept.strip() != accept_for(key):
+        raise HandshakeError(f"the Sec-WebSocket-Accept header is wrong: {accept!r}")
+    extensions = _joined(headers, "sec-websocket-extensions")
+    deflate = reset = False
+    if extensions is not None and extensions.strip():
+        deflate, reset = _check_extensions(extensions)
+    protocol = _joined(headers, "sec-websocket-protocol")
+    if protocol is not None:
+        protocol = protocol.strip()
+        if protocol not in protocols:
+            raise HandshakeError(
+                f"the server chose subprotocol {protocol!r}, which was not offered"
+            )
+    elif protocols:
+        raise HandshakeError("the server chose none of the subprotocols offered")
+    return Negotiated(protocol or "", extensions or "", deflate, reset)
+
+
+_PARAM_RE = re.compile(r'\s*([^\s=;,]+)\s*(?:=\s*(?:"([^"]*)"|([^\s;,"]*)))?\s*\Z')
+
+
+def _check_extensions(value: str) -> tuple[bool, bool]:
+    """RFC 7692 §7.1: the server may accept our one offer, with valid parameters only.
+
+    Returns ``(deflate, server_no_context_takeover)``.
+    """
+    entries = [e for e in value.split(",") if e.strip()]
+    if len(entries) != 1:
+        raise HandshakeError(f"the server accepted extensions that were not offered: {value!r}")
+    name, *params = entries[0].split(";")
+    if name.strip().lower() != "permessage-deflate":
+        raise HandshakeError(
+            f"the server accepted an extension that was not offered: {name.strip()!r}"
+        )
+    seen: set[str] = set()
+    reset = False
+    for param in params:
+        m = _PARAM_RE.match(param)
+        if m is None:
+            raise HandshakeError(f"malformed permessage-deflate parameter {param.strip()!r}")
+        pname = m.group(1).lower()
+        pvalue = m.group(2) if m.group(2) is not None else m.group(3)
+        if pname in seen:
+            raise HandshakeError(f"permessage-deflate parameter {pname!r} is repeated")
+        seen.add(pname)
+        if pname in ("server_no_context_takeover", "client_no_context_takeover"):
+            if pvalue is not None:
+                raise HandshakeError(f"permessage-deflate {pname} takes no value, got {pvalue!r}")
+            reset = reset or pname == "server_no_context_takeover"
+        elif pname in ("server_max_window_bits", "client_max_window_bits"):
+            if (
+                pvalue is None
+                or not pvalue.isdigit()
+                or not 8 <= int(pvalue) <= 15
+                or pvalue[0] == "0"
+            ):
+                raise HandshakeError(f"permessage-deflate {pname} must be 8 to 15, got {pvalue!r}")
+        else:
+            raise HandshakeError(f"unknown permessage-deflate parameter {pname!r}")
+    return True, reset
+
+
+def perform(
+    dispatcher: Any, target: Target, protocols: list[str], extra_headers: Any, signal: Any
+) -> tuple[Any, Negotiated]:
+    """Send the handshake through ``dispatcher.upgrade`` and check the answer.
+
+    Blocks the calling greenlet until the server switches protocols; returns
+    the socket (which replays any bytes the server sent after its ``101``)
+    and what was negotiated. Raises what the dispatcher raised, or
+    :class:`HandshakeError` (after closing the socket).
+    """
+    headers, key = request_headers(extra_headers, protocols)
+    options = {
+        "path": target.path,
+        "method": "GET",
+        "protocol": "websocket",
+        "headers": headers,
+        "origin": target.http_origin,
+        "signal": signal,
+        # RFC 8441 (WebSocket over HTTP/2) is not implemented: an Agent routes
+        # this request to an HTTP/1.1-only connection.
+        "allow_h2": False,
+    }
+    if callable(getattr(dispatcher, "upgrade", None)):
+        data = dispatcher.upgrade(**options)
+    else:  # a bare dispatch() object (set_global_dispatcher accepts those)
+        data = upgrade(dispatcher, options)
+    try:
+        negotiated = check_response(data.headers, key, protocols)
+    except BaseException:
+        data.socket.close()
+        raise
+    return data.socket, negotiated

@@ -1,0 +1,153 @@
+"""The ``dump`` interceptor: read and discard response bodies (spec 4.5, REFERENCE §7.1).
+
+The downstream handler gets the response head and then its end, never the
+body: the body is read and thrown away, so a keep-alive connection stays
+usable (an error response included) without anyone having to consume it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .._handlers.base import DecoratorHandler
+from ..errors import InvalidArgumentError, RequestAbortedError
+
+__all__ = ["dump"]
+
+DispatchFn = Callable[[dict[str, Any], Any], bool]
+
+
+def _check_max_size(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(f"{name} must be a positive integer (bytes), got {value!r}")
+    return value
+
+
+class _DumpController:
+    """What the downstream handler steers: aborting it fails the request at once but
+    lets the body drain in the background, so the connection survives."""
+
+    __slots__ = ("_owner", "target")
+
+    def __init__(self, owner: _DumpHandler) -> None:
+        self._owner = owner
+        self.target: Any = None
+
+    def abort(self, reason: BaseException | None = None) -> None:
+        self._owner._consumer_abort(reason if reason is not None else RequestAbortedError())
+
+    def pause(self) -> None:  # no body goes downstream: nothing to hold back
+        pass
+
+    def resume(self) -> None:
+        pass
+
+    @property
+    def aborted(self) -> bool:
+        return self._owner._abort_reason is not None
+
+    @property
+    def paused(self) -> bool:
+        return False
+
+    @property
+    def reason(self) -> BaseException | None:
+        return self._owner._abort_reason
+
+    @property
+    def raw_headers(self) -> Any:
+        return self.target.raw_headers if self.target is not None else None
+
+    @property
+    def raw_trailers(self) -> Any:
+        return self.target.raw_trailers if self.target is not None else None
+
+
+class _DumpHandler(DecoratorHandler):
+    def __init__(self, handler: Any, max_size: int) -> None:
+        super().__init__(handler)
+        self.max_size = max_size
+        self.size = 0
+        self.proxy = _DumpController(self)
+        self._abort_reason: BaseException | None = None
+        self._headers_seen = False
+        self._done = False  # a terminal callback went downstream
+
+    def _fail(self, err: BaseException) -> None:
+        if not self._done:
+            self._done = True
+            super().on_response_error(self.proxy, err)
+
+    def _consumer_abort(self, reason: BaseException) -> None:
+        if self._abort_reason is not None or self._done:
+            return
+        self._abort_reason = reason
+        target = self.proxy.target
+        if not self._headers_seen and target is not None:
+            target.abort(reason)  # no head yet: nothing worth keeping the connection for
+        else:
+            self._fail(reason)  # the body keeps draining; the connection stays usable
+
+    def on_request_start(self, controller: Any, context: Any) -> None:
+        self.proxy.target = controller
+        super().on_request_start(self.proxy, context)
+
+    def on_request_upgrade(self, controller: Any, status_code: int, headers: Any, socket: Any) -> None:
+        self._done = True
+        super().on_request_upgrade(self.proxy, status_code, headers, socket)
+
+    def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
+        if status_code >= 200:
+            self._headers_seen = True
+            length = headers.get("content-length") if isinstance(headers, dict) else None
+            if isinstance(length, str) and length.isdigit() and int(length) > self.max_size:
+                controller.abort(
+                    RequestAbortedError(f"Response size ({int(length)}) larger than max_size ({self.max_size})")
+                )
+                return
+        if not self._done:
+            super().on_response_start(self.proxy, status_code, headers, status_message)
+
+    def on_response_data(self, controller: Any, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > self.max_size:
+            controller.abort(
+                RequestAbortedError(f"Response size ({self.size}) larger than max_size ({self.max_size})")
+            )
+
+    def on_response_end(self, controller: Any, trailers: Any) -> None:
+        if not self._done:
+            self._done = True
+            super().on_response_end(self.proxy, trailers)
+
+    def on_response_error(self, controller: Any, err: BaseException) -> None:
+        self._fail(err)
+
+
+def dump(max_size: int = 1048576) -> Callable[[DispatchFn], DispatchFn]:
+    """An interceptor that reads and discards every response body, up to ``max_size`` bytes.
+
+    The handler downstream gets ``on_response_start`` and ``on_response_end``
+    with no data in between. A ``Content-Length`` above ``max_size`` fails the
+    request at once with ``RequestAbortedError`` (the connection is closed
+    rather than read); so does a body of unknown length once it passes
+    ``max_size``. Per request, ``dump_max_size=`` overrides ``max_size``. An
+    abort from downstream after the head fails the request at once while
+    the body keeps draining, so the connection stays usable. Validated now
+    (InvalidArgumentError); greenlet-safe; nothing in it blocks.
+    """
+    default = _check_max_size("max_size", max_size)
+
+    def wrap(dispatch: DispatchFn) -> DispatchFn:
+        def dump_dispatch(opts: dict[str, Any], handler: Any) -> bool:
+            size = default
+            if "dump_max_size" in opts:
+                if opts["dump_max_size"] is not None:
+                    size = _check_max_size("dump_max_size", opts["dump_max_size"])
+                opts = {k: v for k, v in opts.items() if k != "dump_max_size"}
+            return dispatch(opts, _DumpHandler(handler, size))
+
+        return dump_dispatch
+
+    return wrap

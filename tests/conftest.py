@@ -1,0 +1,533 @@
+"""Shared fixtures: scripted raw-socket servers, a real nginx, and a leak check.
+
+* ``server`` / ``make_server``: a gevent ``StreamServer`` on 127.0.0.1:0 whose
+  per-connection handler is a function of a :class:`ServerConn` (the accepted
+  socket plus helpers to read one request head, read a body by
+  content-length or chunked framing, and send exact bytes). It counts the
+  accepted connections and is stopped at teardown.
+* ``make_client``: builds ``greenhttp.Client`` objects and destroys them at
+  teardown.
+* ``nginx``: one nginx 1.22 for the session (see :func:`nginx` for its
+  locations and how ``/chunked`` is made chunked).
+* an autouse leak check for ``tests/dispatcher``: open file descriptors and
+  live greenlets before and after each test must match.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+import socket as stdsocket
+import subprocess
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gevent
+import gevent.event
+import gevent.hub
+import greenlet
+import pytest
+from gevent import socket as gsocket
+from gevent.server import StreamServer
+from gevent.threadpool import _WorkerGreenlet
+
+import greenhttp
+
+# ---------------------------------------------------------------------------
+# scripted raw-socket servers
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the scripted server read it off the wire."""
+
+    method: str
+    target: str
+    version: str
+    headers: list[tuple[str, str]]  # original case, wire order
+    head: bytes  # the exact head bytes, request line to the blank line included
+    body: bytes = b""
+    chunked: bool = False
+    raw: bytes = b""  # head + body framing exactly as received
+
+    def header(self, name: str) -> str | None:
+        name = name.lower()
+        for k, v in self.headers:
+            if k.lower() == name:
+                return v
+        return None
+
+    def header_list(self, name: str) -> list[str]:
+        name = name.lower()
+        return [v for k, v in self.headers if k.lower() == name]
+
+
+class ServerConn:
+    """One accepted connection, seen from the scripted server's side."""
+
+    def __init__(self, sock: Any, server: ScriptedServer) -> None:
+        self.sock = sock
+        self.server = server
+        self.buf = b""
+        self.closed = False
+        #: set once this side read EOF (or a reset): the client closed the connection
+        self.eof = gevent.event.Event()
+
+    # -- reading -----------------------------------------------------------
+    def _fill(self) -> bool:
+        try:
+            data = self.sock.recv(65536)
+        except OSError:
+            data = b""
+        if not data:
+            self.eof.set()
+            return False
+        self.buf += data
+        return True
+
+    def read_until(self, marker: bytes) -> bytes | None:
+        """Bytes up to and including ``marker``; None on EOF before it."""
+        while True:
+            i = self.buf.find(marker)
+            if i >= 0:
+                out, self.buf = self.buf[: i + len(marker)], self.buf[i + len(marker) :]
+                return out
+            if not self._fill():
+                return None
+
+    def read_exact(self, n: int) -> bytes | None:
+        while len(self.buf) < n:
+            if not self._fill():
+                return None
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def read_head(self) -> RecordedRequest | None:
+        """Read one request head; None if the client closed first."""
+        head = self.read_until(b"\r\n\r\n")
+        if head is None:
+            return None
+        lines = head[:-4].split(b"\r\n")
+        method, target, version = lines[0].decode("latin-1").split(" ", 2)
+        headers = []
+        for line in lines[1:]:
+            name, _, value = line.decode("latin-1").partition(":")
+            headers.append((name, value.strip()))
+        return RecordedRequest(method, target, version, headers, head, raw=head)
+
+    def read_body(self, req: RecordedRequest) -> bytes:
+        """Read the body ``req``'s head announces (content-length or chunked)."""
+        te = req.header("transfer-encoding")
+        if te is not None and "chunked" in te.lower():
+            req.chunked = True
+            parts = []
+            while True:
+                line = self.read_until(b"\r\n")
+                assert line is not None, "EOF inside a chunked body"
+                req.raw += line
+                size = int(line.split(b";")[0], 16)
+                if size == 0:
+                    end = self.read_until(b"\r\n")
+                    assert end is not None
+                    req.raw += end
+                    break
+                data = self.read_exact(size + 2)
+                assert data is not None and data.endswith(b"\r\n")
+                req.raw += data
+                parts.append(data[:-2])
+            req.body = b"".join(parts)
+            return req.body
+        cl = req.header("content-length")
+        if cl is not None:
+            data = self.read_exact(int(cl))
+            assert data is not None, "EOF inside a content-length body"
+            req.raw += data
+            req.body = data
+        return req.body
+
+    def read_request(self) -> RecordedRequest | None:
+        """Read one whole request (head and body) and record it on the server."""
+        req = self.read_head()
+        if req is None:
+            return None
+        self.read_body(req)
+        self.server.requests.append(req)
+        return req
+
+    # -- writing -----------------------------------------------------------
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def respond(
+        self,
+        body: bytes = b"hello",
+        status: str = "200 OK",
+        headers: list[tuple[str, str]] | None = None,
+    ) -> None:
+        """Send a complete content-length response."""
+        lines = [f"HTTP/1.1 {status}\r\n"]
+        for k, v in headers or []:
+            lines.append(f"{k}: {v}\r\n")
+        lines.append(f"Content-Length: {len(body)}\r\n\r\n")
+        self.send("".join(lines).encode("latin-1") + body)
+
+    def close(self) -> None:
+        self.closed = True
+        try:
+            self.sock.shutdown(stdsocket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+    def wait_closed(self, timeout: float = 5.0) -> bool:
+        """From the handler: read until the client closes (EOF or reset); False on timeout.
+
+        Other greenlets wait with ``conn.eof.wait(timeout)`` instead (one reader per socket).
+        """
+        with gevent.Timeout(timeout, False):
+            while self._fill():
+                pass
+            return True
+        return False
+
+
+def response(body: bytes = b"hello", status: str = "200 OK", headers: list[tuple[str, str]] | None = None) -> bytes:
+    lines = [f"HTTP/1.1 {status}\r\n"]
+    for k, v in headers or []:
+        lines.append(f"{k}: {v}\r\n")
+    lines.append(f"Content-Length: {len(body)}\r\n\r\n")
+    return "".join(lines).encode("latin-1") + body
+
+
+def serve_forever(body: bytes = b"hello", headers: list[tuple[str, str]] | None = None) -> Callable[[ServerConn], None]:
+    """A handler answering every request on the connection with ``body``."""
+
+    def handler(conn: ServerConn) -> None:
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            conn.respond(body, headers=headers)
+
+    return handler
+
+
+class ScriptedServer:
+    """A loopback ``StreamServer`` running ``handler(conn)`` per connection."""
+
+    def __init__(
+        self, handler: Callable[[ServerConn], Any], *, unix_path: str | None = None, ssl_context: Any = None
+    ) -> None:
+        self.handler = handler
+        self.accepted = 0
+        self.requests: list[RecordedRequest] = []
+        self.conns: list[ServerConn] = []
+        self.errors: list[BaseException] = []
+        kw = {"ssl_context": ssl_context} if ssl_context is not None else {}
+        if unix_path is not None:
+            listener = gsocket.socket(stdsocket.AF_UNIX, stdsocket.SOCK_STREAM)
+            listener.bind(unix_path)
+            listener.listen(128)
+            self._server = StreamServer(listener, self._handle, **kw)
+        else:
+            self._server = StreamServer(("127.0.0.1", 0), self._handle, **kw)
+        self._server.start()
+        self.unix_path = unix_path
+        self.tls = ssl_context is not None
+
+    @property
+    def port(self) -> int:
+        return self._server.server_port
+
+    @property
+    def origin(self) -> str:
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    def _handle(self, sock: Any, _addr: Any) -> None:
+        self.accepted += 1
+        conn = ServerConn(sock, self)
+        self.conns.append(conn)
+        try:
+            self.handler(conn)
+        except OSError:
+            conn.eof.set()  # a send failed: the client reset the connection
+        except gevent.GreenletExit:
+            pass
+        except AssertionError as exc:  # surfaced by tests that check server.errors
+            self.errors.append(exc)
+
+    def stop(self) -> None:
+        self._server.stop(timeout=1)
+        for conn in self.conns:
+            try:
+                conn.sock.close()
+            except OSError:
+                pass
+
+
+@pytest.fixture
+def make_server():
+    """``make_server(handler)`` starts a scripted server; all are stopped at teardown."""
+    servers: list[ScriptedServer] = []
+
+    def make(handler: Callable[[ServerConn], Any], **kw: Any) -> ScriptedServer:
+        s = ScriptedServer(handler, **kw)
+        servers.append(s)
+        return s
+
+    yield make
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture
+def make_client():
+    """``make_client(url, **options)`` builds a Client destroyed at teardown."""
+    clients: list[greenhttp.Client] = []
+
+    def make(url: str, **options: Any) -> greenhttp.Client:
+        c = greenhttp.Client(url, **options)
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        with gevent.Timeout(5):
+            c.destroy()
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> None:
+    """Yield to gevent until ``predicate()`` is true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        gevent.sleep(0.005)
+
+
+# ---------------------------------------------------------------------------
+# nginx
+# ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    s = stdsocket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@dataclass
+class Nginx:
+    origin: str
+    port: int
+    root: Path
+    big: bytes
+    chunked_source: bytes
+    small: bytes = field(default=b"x" * 100)
+
+
+_NGINX_CONF = """
+{user}
+worker_processes 1;
+daemon off;
+master_process on;
+error_log {tmp}/error.log warn;
+pid {tmp}/nginx.pid;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    keepalive_requests 1000;
+    keepalive_timeout 65;
+    default_type application/octet-stream;
+    server {{
+        listen 127.0.0.1:{port};
+        root {tmp}/www;
+        add_header X-Conn $connection always;
+        location = / {{ try_files /small.bin =404; }}
+        location = /big {{ try_files /big.bin =404; }}
+        # A static file always has a Content-Length; gzip on the fly removes it
+        # and nginx sends the compressed body with Transfer-Encoding: chunked.
+        location = /chunked {{
+            gzip on; gzip_min_length 1; gzip_types *; gzip_proxied any;
+            try_files /chunked.txt =404;
+        }}
+        location = /keepalive-hint {{
+            add_header Keep-Alive "timeout=3";
+            add_header X-Conn $connection always;
+            try_files /small.bin =404;
+        }}
+        location = /echo {{ return 200 "ok"; }}
+    }}
+}}
+"""
+
+
+@pytest.fixture(scope="session")
+def nginx(tmp_path_factory):
+    """nginx on 127.0.0.1:<free port>: ``/`` 100 bytes, ``/big`` 1 MiB, ``/chunked``
+    (gzip-compressed on the fly, hence chunked: request it with
+    ``accept-encoding: gzip``), ``/keepalive-hint`` (``Keep-Alive: timeout=3``),
+    ``/echo`` (200 "ok" for any method). Every response carries ``X-Conn``,
+    nginx's connection serial number."""
+    exe = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not os.path.exists(exe):
+        pytest.fail("nginx is missing: run `make system-deps` (apt-get install nginx)")
+    tmp = tmp_path_factory.mktemp("nginx")
+    www = tmp / "www"
+    www.mkdir()
+    small = b"x" * 100
+    big = bytes(range(256)) * 4096  # 1 MiB
+    chunked_source = b"".join(b"line %05d of the chunked body\n" % i for i in range(2000))
+    (www / "small.bin").write_bytes(small)
+    (www / "big.bin").write_bytes(big)
+    (www / "chunked.txt").write_bytes(chunked_source)
+    for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (tmp / d).mkdir()
+    port = _free_port()
+    conf = tmp / "nginx.conf"
+    # As root, nginx's workers would run as nobody and could not read the 0700 tmp dir.
+    user = "user root;" if os.geteuid() == 0 else ""
+    conf.write_text(_NGINX_CONF.format(tmp=tmp, port=port, user=user))
+    proc = subprocess.Popen(
+        [exe, "-c", str(conf), "-p", str(tmp), "-e", str(tmp / "error.log")],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            if proc.poll() is not None:
+                log = (tmp / "error.log").read_text() if (tmp / "error.log").exists() else ""
+                pytest.fail(f"nginx exited with {proc.returncode}: {log}")
+            try:
+                s = stdsocket.create_connection(("127.0.0.1", port), timeout=0.5)
+                s.close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("nginx did not start listening")
+                time.sleep(0.02)
+        yield Nginx(f"http://127.0.0.1:{port}", port, tmp, big, chunked_source, small)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+# ---------------------------------------------------------------------------
+# leak check (tests/dispatcher only)
+# ---------------------------------------------------------------------------
+
+
+def _open_fds() -> set[int]:
+    out = set()
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listdir fd itself, already closed
+            continue
+        out.add(fd)
+    return out
+
+
+def _is_ignored(g: Any) -> bool:
+    # A thread's main greenlet, a hub, or a resolver thread's worker.
+    return g.parent is None or isinstance(g, (gevent.hub.Hub, _WorkerGreenlet))
+
+
+_warmed_up = False
+
+
+def _warm_up() -> None:
+    """Let gevent create its lazily made resources (resolver threads, watchers) once."""
+    global _warmed_up
+    if _warmed_up:
+        return
+    _warmed_up = True
+    server = ScriptedServer(serve_forever())
+    try:
+        c = greenhttp.Client(server.origin)
+        c.request(path="/").body.bytes()
+        c.close()
+        gsocket.getaddrinfo("localhost", 80, 0, stdsocket.SOCK_STREAM)
+    finally:
+        server.stop()
+    for _ in range(20):
+        gevent.sleep(0)
+
+
+@pytest.fixture(autouse=True)
+def leak_check(request):
+    """In tests/dispatcher: no new open fd and no new live greenlet after each test.
+
+    Greenlets are tracked with ``greenlet.settrace`` (every greenlet that runs during the
+    test is remembered weakly), which is far cheaper than scanning the heap twice per test;
+    new greenlets that never ran are not a leak.
+    """
+    if "tests/dispatcher" not in str(request.node.fspath).replace(os.sep, "/"):
+        yield
+        return
+    _warm_up()
+    gevent.sleep(0)
+    fds_before = _open_fds()
+    seen: weakref.WeakSet[Any] = weakref.WeakSet()
+    before = {id(g) for g in (greenlet.getcurrent(),)}
+
+    def trace(event: str, args: Any) -> None:
+        if event in ("switch", "throw"):
+            origin, target = args
+            seen.add(origin)
+            seen.add(target)
+        if previous is not None:
+            previous(event, args)
+
+    previous = greenlet.settrace(trace)
+    try:
+        yield
+        # Everything the test made was closed by its fixtures; give gevent a bounded
+        # number of loop iterations to finish closing.
+        deadline = time.monotonic() + 2.0
+        attempt = 0
+        while True:
+            gevent.sleep(0.001 if attempt else 0)
+            if attempt:
+                gc.collect()
+            attempt += 1
+            new_fds = _open_fds() - fds_before
+            new_greenlets = [
+                g for g in list(seen)
+                if not g.dead and id(g) not in before and not _is_ignored(g) and g is not greenlet.getcurrent()
+            ]
+            if not new_fds and not new_greenlets:
+                break
+            if time.monotonic() > deadline:
+                fds = {fd: _readlink(fd) for fd in new_fds}
+                pytest.fail(f"leak: new fds {fds}, new greenlets {new_greenlets}")
+    finally:
+        greenlet.settrace(previous)
+
+
+def _readlink(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return "?"

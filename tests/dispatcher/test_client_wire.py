@@ -1,0 +1,369 @@
+"""Exact request bytes (REFERENCE §3.4), request bodies, header validation, content-length checks."""
+
+from __future__ import annotations
+
+import io
+
+import gevent
+import pytest
+
+from conftest import serve_forever, wait_for
+from greenhttp import errors
+
+
+def one_request(make_server, make_client, **options):
+    """Send one request to a recording server; return (the recorded request, the response body)."""
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    path = options.pop("path", "/")
+    body = client.request(path=path, **options).body.bytes()
+    assert body == b"ok"
+    assert len(server.requests) == 1
+    return server.requests[0], server
+
+
+def test_get_request_bytes_exactly(make_server, make_client):
+    req, server = one_request(make_server, make_client, path="/a/b?c=d")
+    assert req.raw == (
+        b"GET /a/b?c=d HTTP/1.1\r\n"
+        b"host: 127.0.0.1:%d\r\n"
+        b"connection: keep-alive\r\n"
+        b"\r\n" % server.port
+    )
+
+
+def test_user_headers_follow_in_order_with_original_case(make_server, make_client):
+    req, server = one_request(
+        make_server, make_client,
+        headers=[("X-First", "1"), ("x-second", "two"), ("X-MiXeD", "Case"), ("X-First", "again")],
+    )
+    assert req.head == (
+        b"GET / HTTP/1.1\r\n"
+        b"host: 127.0.0.1:%d\r\n"
+        b"connection: keep-alive\r\n"
+        b"X-First: 1\r\nx-second: two\r\nX-MiXeD: Case\r\nX-First: again\r\n\r\n" % server.port
+    )
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-A": "1", "X-B": ["2", "3"]},
+        [("X-A", "1"), ("X-B", "2"), ("X-B", "3")],
+        ["X-A", "1", "X-B", "2", "X-B", "3"],
+    ],
+    ids=["dict", "pairs", "flat"],
+)
+def test_header_shapes(make_server, make_client, headers):
+    req, _ = one_request(make_server, make_client, headers=headers)
+    assert req.headers[2:] == [("X-A", "1"), ("X-B", "2"), ("X-B", "3")]
+
+
+def test_headers_object_and_non_string_values(make_server, make_client):
+    import greenhttp
+
+    h = greenhttp.Headers()
+    h.append("X-H", "v")
+    req, _ = one_request(make_server, make_client, headers=h)
+    assert req.header("x-h") == "v"
+    req, _ = one_request(make_server, make_client, headers={"X-Num": 5, "X-None": None})
+    assert req.header("x-num") == "5"
+    assert req.header("x-none") == ""
+
+
+def test_user_host_header_replaces_the_default_and_stays_first(make_server, make_client):
+    req, _ = one_request(make_server, make_client, headers={"X-A": "1", "Host": "example.com:8080"})
+    assert req.headers[0] == ("host", "example.com:8080")
+    assert req.header_list("host") == ["example.com:8080"]
+    assert req.headers[1] == ("connection", "keep-alive")
+
+
+def test_post_without_body_sends_content_length_zero(make_server, make_client):
+    req, server = one_request(make_server, make_client, method="POST")
+    assert req.raw == (
+        b"POST / HTTP/1.1\r\nhost: 127.0.0.1:%d\r\nconnection: keep-alive\r\ncontent-length: 0\r\n\r\n"
+        % server.port
+    )
+
+
+@pytest.mark.parametrize("method", ["PUT", "PATCH", "QUERY"])
+def test_payload_methods_without_body_send_content_length_zero(make_server, make_client, method):
+    req, _ = one_request(make_server, make_client, method=method)
+    assert req.header("content-length") == "0"
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "OPTIONS"])
+def test_other_methods_without_body_send_no_length(make_server, make_client, method):
+    req, _ = one_request(make_server, make_client, method=method)
+    assert req.header("content-length") is None
+    assert req.header("transfer-encoding") is None
+
+
+def test_lower_case_method_is_normalised(make_server, make_client):
+    req, _ = one_request(make_server, make_client, method="post", body=b"x")
+    assert req.method == "POST"
+
+
+def test_query_encoding(make_server, make_client):
+    req, _ = one_request(make_server, make_client, path="/q", query={"a": "b c", "d": ["1", "2"], "e": "ä&="})
+    assert req.target == "/q?a=b%20c&d=1&d=2&e=%C3%A4%26%3D"
+
+
+def test_query_with_question_mark_in_path_is_refused(make_client):
+    client = make_client("http://127.0.0.1:1")
+    with pytest.raises(errors.InvalidArgumentError):
+        client.request(path="/x?y=1", query={"a": "b"})
+
+
+@pytest.mark.parametrize(
+    "body,expected",
+    [
+        (b"bytes body", b"bytes body"),
+        (bytearray(b"bytearray body"), b"bytearray body"),
+        (memoryview(b"memoryview body"), b"memoryview body"),
+        ("str body \u00e9", "str body \u00e9".encode()),
+    ],
+    ids=["bytes", "bytearray", "memoryview", "str"],
+)
+def test_known_length_bodies(make_server, make_client, body, expected):
+    req, server = one_request(make_server, make_client, method="POST", body=body)
+    assert req.header("content-length") == str(len(expected))
+    assert req.header("transfer-encoding") is None
+    assert req.body == expected
+    assert req.raw.endswith(b"\r\n\r\n" + expected)
+
+
+def test_empty_bytes_body_on_post_is_content_length_zero(make_server, make_client):
+    req, _ = one_request(make_server, make_client, method="POST", body=b"")
+    assert req.header("content-length") == "0" and req.body == b""
+
+
+def test_generator_body_goes_chunked(make_server, make_client):
+    def gen():
+        yield b"first,"
+        yield b""
+        yield "second,"
+        yield bytearray(b"third")
+
+    req, _ = one_request(make_server, make_client, method="POST", body=gen())
+    assert req.header("transfer-encoding") == "chunked"
+    assert req.header("content-length") is None
+    assert req.chunked and req.body == b"first,second,third"
+    # Exact chunk framing: hex size, CRLF, data, CRLF, and the last chunk without trailers.
+    assert req.raw.endswith(b"6\r\nfirst,\r\n7\r\nsecond,\r\n5\r\nthird\r\n0\r\n\r\n")
+
+
+def test_generator_body_with_user_content_length_is_not_chunked(make_server, make_client):
+    req, _ = one_request(
+        make_server, make_client, method="POST", body=iter([b"ab", b"cd"]), headers={"content-length": "4"}
+    )
+    assert req.header("content-length") == "4"
+    assert req.header("transfer-encoding") is None
+    assert req.body == b"abcd"
+
+
+def test_file_body_of_a_regular_file_has_a_length(make_server, make_client, tmp_path):
+    p = tmp_path / "f.bin"
+    data = bytes(range(256)) * 1000
+    p.write_bytes(data)
+    with open(p, "rb") as f:
+        req, _ = one_request(make_server, make_client, method="PUT", body=f)
+    assert req.header("content-length") == str(len(data))
+    assert req.body == data
+
+
+def test_file_like_without_fileno_goes_chunked(make_server, make_client):
+    req, _ = one_request(make_server, make_client, method="POST", body=io.BytesIO(b"x" * 100_000))
+    assert req.header("transfer-encoding") == "chunked"
+    assert req.body == b"x" * 100_000
+
+
+def test_large_bytes_body(make_server, make_client):
+    data = b"y" * (3 * 1024 * 1024)
+    req, _ = one_request(make_server, make_client, method="POST", body=data)
+    assert req.body == data
+
+
+def test_invalid_body_type(make_client):
+    client = make_client("http://127.0.0.1:1")
+    with pytest.raises(errors.InvalidArgumentError):
+        client.request(path="/", method="POST", body=12345)
+
+
+def test_body_on_get_is_sent_and_resets_the_connection(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    assert client.request(path="/", body=b"abc").body.bytes() == b"ok"
+    assert server.requests[0].body == b"abc"
+    assert server.requests[0].header("connection") == "close"
+    assert client.request(path="/").body.bytes() == b"ok"
+    assert server.accepted == 2
+
+
+# -- header validation: nothing reaches the wire --------------------------------------------
+
+BAD_HEADERS = [
+    {"X-A": "a\r\nInjected: yes"},
+    {"X-A": "a\nb"},
+    {"X-A": "a\rb"},
+    {"X-A": "a\x00b"},
+    {"X-A\r\n": "a"},
+    {"X A": "a"},
+    {"": "a"},
+    {"X-\x00": "a"},
+    [("X-A", "ok"), ("X-B", "bad\r\n")],
+    {"X-A": ["ok", "bad\n"]},
+    {"X-A": {"nested": "object"}},
+    ["odd", "length", "flat"],
+    [("only-one",)],
+    12,
+]
+
+
+@pytest.mark.parametrize("headers", BAD_HEADERS, ids=lambda h: repr(h)[:40])
+def test_invalid_headers_raise_before_any_byte_is_sent(make_server, make_client, headers):
+    server = make_server(serve_forever())
+    client = make_client(server.origin)
+    with pytest.raises(errors.InvalidArgumentError):
+        client.request(path="/", headers=headers)
+    gevent.sleep(0.02)
+    assert server.accepted == 0
+    assert server.requests == []
+
+
+@pytest.mark.parametrize(
+    "headers,exc",
+    [
+        ([("Host", "a"), ("host", "b")], errors.InvalidArgumentError),
+        ([("Content-Length", "1"), ("content-length", "1")], errors.InvalidArgumentError),
+        ({"content-length": "abc"}, errors.InvalidArgumentError),
+        ({"content-length": "-1"}, errors.InvalidArgumentError),
+        ({"Transfer-Encoding": "chunked"}, errors.InvalidArgumentError),
+        ({"keep-alive": "timeout=5"}, errors.InvalidArgumentError),
+        ({"Upgrade": "websocket"}, errors.InvalidArgumentError),
+        ({"connection": "close\x01"}, errors.InvalidArgumentError),
+        ({"connection": "a b"}, errors.InvalidArgumentError),
+        ({"Expect": "100-continue"}, errors.NotSupportedError),
+    ],
+    ids=lambda v: repr(v)[:40],
+)
+def test_special_headers(make_server, make_client, headers, exc):
+    server = make_server(serve_forever())
+    client = make_client(server.origin)
+    with pytest.raises(exc):
+        client.request(path="/", method="POST", body=b"x", headers=headers)
+    assert server.accepted == 0
+
+
+def test_connection_header_is_not_forwarded_and_close_resets(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    client.request(path="/", headers={"Connection": "close"}).body.dump()
+    assert server.requests[0].header_list("connection") == ["close"]
+    client.request(path="/", headers={"Connection": "keep-alive"}).body.dump()
+    assert server.requests[1].header_list("connection") == ["keep-alive"]
+    assert server.accepted == 2
+
+
+def test_user_content_length_is_not_forwarded_verbatim(make_server, make_client):
+    req, _ = one_request(make_server, make_client, method="POST", body=b"abc", headers={"Content-Length": "3"})
+    assert req.header_list("content-length") == ["3"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"path": "no-slash"},
+        {"path": "/with space"},
+        {"path": "/tab\there"},
+        {"path": "/\u0100"},
+        {"path": None},
+        {"path": "/", "method": "BAD METHOD"},
+        {"path": "/", "method": ""},
+        {"path": "/", "method": 5},
+        {"path": "/", "method": "CONNECT"},
+        {"path": "/", "reset": "yes"},
+        {"path": "/", "idempotent": 1},
+        {"path": "/", "blocking": "no"},
+        {"path": "/", "headers_timeout": -1},
+        {"path": "/", "body_timeout": "1"},
+        {"path": "/", "upgrade": True},
+        {"path": "/", "throw_on_error": True},
+        {"path": "/", "max_redirections": 2},
+        {"path": "/", "response_headers": "cooked"},
+        {"path": "/", "high_water_mark": -1},
+        {"path": "/", "signal": object()},
+    ],
+    ids=lambda o: repr(o)[:40],
+)
+def test_invalid_request_options(make_server, make_client, options):
+    server = make_server(serve_forever())
+    client = make_client(server.origin)
+    with pytest.raises(errors.InvalidArgumentError):
+        client.request(**options)
+    assert server.requests == []
+
+
+# -- strict_content_length ---------------------------------------------------------------
+
+
+def test_strict_content_length_mismatch_bytes(make_server, make_client):
+    server = make_server(serve_forever())
+    client = make_client(server.origin)
+    with pytest.raises(errors.RequestContentLengthMismatchError) as info:
+        client.request(path="/", method="POST", body=b"abc", headers={"content-length": "10"})
+    assert info.value.code == "GH_ERR_REQ_CONTENT_LENGTH_MISMATCH"
+    assert server.accepted == 0
+
+
+def test_strict_content_length_not_checked_for_get(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    r = client.request(path="/", method="GET", body=b"abc", headers={"content-length": "10"})
+    assert r.body.bytes() == b"ok"
+    # Never the wrong length on the wire.
+    assert server.requests[0].header("content-length") == "3"
+
+
+def test_strict_content_length_stream_longer_than_declared(make_server, make_client):
+    server = make_server(serve_forever())
+    client = make_client(server.origin)
+    with pytest.raises(errors.RequestContentLengthMismatchError):
+        client.request(path="/", method="POST", body=iter([b"abc", b"def"]), headers={"content-length": "4"})
+
+
+def test_strict_content_length_stream_shorter_than_declared(make_server, make_client):
+    def handler(conn):
+        conn.read_head()
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    with pytest.raises(errors.RequestContentLengthMismatchError):
+        client.request(path="/", method="POST", body=iter([b"ab"]), headers={"content-length": "4"})
+
+
+def test_non_strict_sends_the_real_length(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin, strict_content_length=False)
+    r = client.request(path="/", method="POST", body=b"abc", headers={"content-length": "10"})
+    assert r.body.bytes() == b"ok"
+    assert server.requests[0].header("content-length") == "3"
+    assert server.requests[0].body == b"abc"
+
+
+def test_generator_raising_fails_the_request(make_server, make_client):
+    def handler(conn):
+        conn.read_head()
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+
+    def gen():
+        yield b"part"
+        raise ValueError("body source failed")
+
+    with pytest.raises(ValueError, match="body source failed"):
+        client.request(path="/", method="POST", body=gen())
+    wait_for(lambda: client.stats.size == 0, what="the request to end")
