@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gevent
+import gevent.event
 import pytest
 
 from conftest import serve_forever, wait_for
@@ -267,3 +268,32 @@ def test_pipelined_response_body_unread_blocks_next_response_only(make_server, m
     gevent.sleep(0.05)
     assert r1.body.text() == "done"
     assert g.get(timeout=5) == "done"
+
+
+def test_destroy_stops_a_writer_parked_on_its_body_source(make_server, make_client):
+    """A streamed body whose source blocks must not leave its writer greenlet behind."""
+    server = make_server(lambda conn: conn.read_head() and conn.wait_closed())
+    client = make_client(server.origin)
+    started = gevent.event.Event()
+    never = gevent.event.Event()
+
+    def source():
+        yield b"first"
+        started.set()
+        never.wait()  # the source never produces more
+        yield b"unreachable"
+
+    failures = []
+
+    def run():
+        try:
+            client.request(path="/upload", method="POST", body=source())
+        except Exception as exc:
+            failures.append(exc)
+
+    g = gevent.spawn(run)
+    assert started.wait(5)
+    client.destroy()
+    g.join(5)
+    assert len(failures) == 1 and isinstance(failures[0], errors.ClientDestroyedError)
+    # The autouse leak check fails the test if the writer greenlet survived.

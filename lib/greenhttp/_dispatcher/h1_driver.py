@@ -70,6 +70,7 @@ class H1Connection:
         self.keep_alive_timeout = client._opts.keep_alive_timeout
         self.max_concurrent = client._pipelining or 1  # the client updates it when pipelining changes
         self.reader: Any = None
+        self._writer: Any = None  # the greenlet writing a large or streamed body, if any
         self._phase = _IDLE
         self._deadline = Deadline(self._on_deadline)
         self._resume_parker: Parker | None = None
@@ -166,7 +167,7 @@ class H1Connection:
             self._send(head + body if body is not None else head)  # type: ignore[operator]
         else:
             self.writing = True
-            spawn(self._write_body, req, head, body, stream)
+            self._writer = spawn(self._write_body, req, head, body, stream)
         if len(running) == 1 and not self.writing:
             self._arm(_HEADERS, req)
 
@@ -189,7 +190,7 @@ class H1Connection:
             return
         if sent < len(data):
             self.writing = True
-            spawn(self._write_rest, data[sent:])
+            self._writer = spawn(self._write_rest, data[sent:])
 
     def _write_rest(self, data: bytes) -> None:
         try:
@@ -258,6 +259,7 @@ class H1Connection:
 
     def _write_done(self) -> None:
         self.writing = False
+        self._writer = None
         if self.destroyed:
             return
         if self.running and self._phase == _IDLE:
@@ -266,6 +268,7 @@ class H1Connection:
 
     def _fail_write(self, exc: BaseException) -> None:
         self.writing = False
+        self._writer = None
         if isinstance(exc, RequestContentLengthMismatchError) and self.running:
             # The server must never see a body that disagrees with its length.
             self.running[-1].on_error(exc)
@@ -507,6 +510,9 @@ class H1Connection:
         self._deadline.close()
         if self._continue is not None:
             self._continue.set(False)
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            kill(writer)  # a writer parked on the socket or on its body source must not outlive it
         if close:
             self.transport.close()
         running = list(self.running)
