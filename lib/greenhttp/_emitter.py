@@ -75,6 +75,13 @@ class EventEmitter:
         entries = self._listeners.get(event)
         if not entries:
             return False
+        if len(entries) == 1 and not entries[0][1]:
+            # The common case (one permanent listener, e.g. a pool's): no snapshot needed.
+            try:
+                entries[0][0](*args)
+            except Exception as exc:
+                self._listener_failed(event, exc)
+            return True
         snapshot = list(entries)
         if any(once for _, once in snapshot):
             entries[:] = [e for e in entries if not e[1]]
@@ -82,8 +89,11 @@ class EventEmitter:
             try:
                 fn(*args)
             except Exception as exc:
-                if event != "error" and self._listeners.get("error"):
-                    self.emit("error", exc)
-                else:
-                    _log.exception("greenhttp: a %r listener raised", event)
+                self._listener_failed(event, exc)
         return True
+
+    def _listener_failed(self, event: str, exc: Exception) -> None:
+        if event != "error" and self._listeners.get("error"):
+            self.emit("error", exc)
+        else:
+            _log.error("greenhttp: a %r listener raised", event, exc_info=exc)

@@ -1,0 +1,207 @@
+"""The global dispatcher and the module-level request/stream/pipeline/upgrade/connect."""
+
+from __future__ import annotations
+
+import io
+from urllib.parse import urlsplit
+
+import gevent
+import gevent.event
+import pytest
+
+import greenhttp
+from conftest import serve_forever
+from greenhttp import _global, errors
+
+
+@pytest.fixture(autouse=True)
+def fresh_global():
+    """Each test starts with no global dispatcher; whatever it made is destroyed after."""
+    saved = _global._global_dispatcher
+    _global._global_dispatcher = None
+    yield
+    made = _global._global_dispatcher
+    _global._global_dispatcher = saved
+    if made is not None and made is not saved:
+        with gevent.Timeout(5):
+            made.destroy()
+
+
+def echo_target(conn):
+    """Answer every request with its method and target."""
+    while True:
+        req = conn.read_request()
+        if req is None:
+            return
+        conn.respond(f"{req.method} {req.target} {req.body.decode()}".strip().encode())
+
+
+# -- set / get ------------------------------------------------------------------------------
+
+
+def test_default_global_dispatcher_is_a_lazy_agent():
+    assert _global._global_dispatcher is None
+    d = greenhttp.get_global_dispatcher()
+    assert isinstance(d, greenhttp.Agent)
+    assert greenhttp.get_global_dispatcher() is d
+
+
+def test_set_global_dispatcher(make_server):
+    server = make_server(serve_forever(b"mine"))
+    agent = greenhttp.Agent()
+    try:
+        greenhttp.set_global_dispatcher(agent)
+        assert greenhttp.get_global_dispatcher() is agent
+        assert greenhttp.request(server.origin + "/").body.bytes() == b"mine"
+        assert list(agent.stats) == [server.origin]
+    finally:
+        agent.destroy()
+
+
+@pytest.mark.parametrize("bad", [None, 42, object(), "http://x"])
+def test_set_global_dispatcher_needs_a_dispatcher(bad):
+    with pytest.raises(errors.InvalidArgumentError, match="dispatch"):
+        greenhttp.set_global_dispatcher(bad)
+
+
+# -- request ---------------------------------------------------------------------------------
+
+
+def test_request_splits_the_url(make_server):
+    server = make_server(echo_target)
+    r = greenhttp.request(server.origin + "/a/b?x=1&y=%20#frag")
+    assert r.status_code == 200
+    assert r.body.text() == "GET /a/b?x=1&y=%20"
+    assert list(greenhttp.get_global_dispatcher().stats) == [server.origin]
+
+
+def test_request_without_a_path_asks_for_slash(make_server):
+    server = make_server(echo_target)
+    assert greenhttp.request(server.origin).body.text() == "GET /"
+
+
+def test_request_method_defaults_to_put_with_a_body(make_server):
+    server = make_server(echo_target)
+    assert greenhttp.request(server.origin + "/p", body=b"data").body.text() == "PUT /p data"
+    assert greenhttp.request(server.origin + "/p", method="POST", body="d").body.text() == "POST /p d"
+
+
+def test_path_option_replaces_the_url_path(make_server):
+    server = make_server(echo_target)
+    assert greenhttp.request(server.origin + "/ignored?q", path="x/y").body.text() == "GET /x/y"
+    assert greenhttp.request(server.origin, path="/z?k=v").body.text() == "GET /z?k=v"
+
+
+def test_request_accepts_a_urllib_result(make_server):
+    server = make_server(echo_target)
+    assert greenhttp.request(urlsplit(server.origin + "/u")).body.text() == "GET /u"
+
+
+def test_request_through_a_given_dispatcher(make_server, make_client):
+    server = make_server(echo_target)
+    client = make_client(server.origin)
+    assert greenhttp.request(server.origin + "/c", dispatcher=client).body.text() == "GET /c"
+    assert _global._global_dispatcher is None  # the global one was never made
+    pool = greenhttp.Pool(server.origin, connections=2)
+    try:
+        r = greenhttp.request(server.origin + "/p", dispatcher=pool, headers={"x": "1"})
+        assert r.body.text() == "GET /p"
+    finally:
+        pool.destroy()
+
+
+def test_request_with_callback(make_server):
+    server = make_server(echo_target)
+    result = gevent.event.AsyncResult()
+
+    def done(err, data):
+        result.set((err, data.body.text() if data is not None else None))
+
+    assert greenhttp.request(server.origin + "/cb", callback=done) is None
+    assert result.get(timeout=5) == (None, "GET /cb")
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("ftp://h/x", "protocol"),
+        ("http://user:pw@127.0.0.1/", "credentials"),
+        ("/relative", "protocol"),
+        (None, "url"),
+        (42, "url"),
+    ],
+)
+def test_bad_urls(url, message):
+    with pytest.raises(errors.InvalidArgumentError, match=message):
+        greenhttp.request(url)
+
+
+def test_agent_option_is_refused():
+    with pytest.raises(errors.InvalidArgumentError, match="dispatcher"):
+        greenhttp.request("http://127.0.0.1:1/", agent=greenhttp.get_global_dispatcher())
+
+
+# -- stream, pipeline, upgrade, connect -------------------------------------------------------
+
+
+def test_stream(make_server):
+    server = make_server(serve_forever(b"streamed body"))
+    class Sink(io.BytesIO):
+        def close(self):  # stream() closes its writable at the end: keep the bytes
+            self.result = self.getvalue()
+            super().close()
+
+    sink = Sink()
+    seen = []
+
+    def factory(data):
+        seen.append(data.status_code)
+        return sink
+
+    greenhttp.stream(server.origin + "/s", factory)
+    assert seen == [200]
+    assert sink.result == b"streamed body"
+    assert server.requests[0].target == "/s"
+
+
+def test_pipeline(make_server):
+    server = make_server(echo_target)
+    duplex = greenhttp.pipeline(server.origin + "/pp", lambda data: data.body, method="POST")
+    duplex.write(b"in")
+    duplex.end()
+    assert b"".join(duplex) == b"POST /pp in"
+
+
+def test_upgrade(make_server):
+    def handler(conn):
+        req = conn.read_request()
+        conn.send(
+            b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: %s\r\n\r\n"
+            % req.header("upgrade").encode()
+        )
+        conn.send(req.target.encode())
+        conn.wait_closed()
+
+    server = make_server(handler)
+    data = greenhttp.upgrade(server.origin + "/ws?room=1", protocol="chat")
+    try:
+        assert data.headers["upgrade"] == "chat"
+        assert data.socket.recv(64) == b"/ws?room=1"
+    finally:
+        data.socket.close()
+
+
+def test_connect_sends_the_target_as_given(make_server):
+    def handler(conn):
+        req = conn.read_head()
+        conn.send(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        conn.send(f"{req.method} {req.target}".encode())
+        conn.wait_closed()
+
+    server = make_server(handler)
+    data = greenhttp.connect(server.origin, path="example.com:443")
+    try:
+        assert data.status_code == 200
+        assert data.socket.recv(64) == b"CONNECT example.com:443"
+    finally:
+        data.socket.close()
