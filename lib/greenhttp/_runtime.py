@@ -65,7 +65,8 @@ def kill(greenlet: Any, exception: Any = GreenletExit) -> None:
 
 def start_timer(seconds: float, callback: Callable[..., Any], *args: Any) -> Any:
     """A one-shot timer calling ``callback(*args)`` from the hub; ``.close()`` cancels it."""
-    timer = get_hub().loop.timer(seconds, ref=False)
+    # ref=True: a greenlet parked on what the timer will do must keep the loop alive.
+    timer = get_hub().loop.timer(seconds)
     timer.start(callback, *args)
     return timer
 

@@ -42,6 +42,8 @@ __all__ = [
     "ProxyConnectionError",
     "MaxOriginsReachedError",
     "MessageSizeExceededError",
+    "MaxRedirectionsError",
+    "DecompressionError",
     "DOMException",
     "WebSocketError",
     "ExperimentalWarning",
@@ -316,6 +318,22 @@ class MessageSizeExceededError(GreenHTTPError):
     code = "GH_ERR_WS_MESSAGE_SIZE_EXCEEDED"
     name = "MessageSizeExceededError"
     default_message = "Max decompressed message size exceeded"
+
+
+class MaxRedirectionsError(GreenHTTPError):
+    """A redirect arrived after ``max_redirections`` hops, with ``throw_on_max_redirect`` on."""
+
+    code = "GH_ERR_MAX_REDIRECTIONS"
+    name = "MaxRedirectionsError"
+    default_message = "max redirects"
+
+
+class DecompressionError(GreenHTTPError):
+    """A response body could not be decoded: corrupt, truncated, or too many codings."""
+
+    code = "GH_ERR_DECOMPRESSION"
+    name = "DecompressionError"
+    default_message = "Response body could not be decoded"
 
 
 class DOMException(GreenHTTPError):

@@ -27,7 +27,7 @@ from typing import Any
 import brotli
 import zstandard
 
-from ..errors import GreenHTTPError, ResponseExceededMaxSizeError
+from ..errors import DecompressionError, ResponseExceededMaxSizeError
 
 __all__ = [
     "BodyDecoder",
@@ -44,14 +44,6 @@ RATIO_GRACE = 32 << 20  # the ratio limit applies once this much was decoded
 MAX_ENCODINGS = 5  # more codings than this is an attack, not a configuration
 ZSTD_MAX_WINDOW = 8 << 20
 SUPPORTED = frozenset({"gzip", "x-gzip", "deflate", "br", "zstd", "compress", "x-compress", "identity"})
-
-
-class DecompressionError(GreenHTTPError):
-    """A response body could not be decoded: corrupt, truncated, or too many codings."""
-
-    code = "GH_ERR_DECOMPRESSION"
-    name = "DecompressionError"
-    default_message = "Response body could not be decoded"
 
 
 def parse_encodings(value: Any) -> list[str] | None:

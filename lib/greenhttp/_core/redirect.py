@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
-from ..errors import GreenHTTPError, InvalidArgumentError
+from ..errors import InvalidArgumentError, MaxRedirectionsError
 from .headers import header_pairs
 from .url import parse_origin
 
@@ -46,14 +46,6 @@ REDIRECT_STATUSES = frozenset({300, 301, 302, 303, 307, 308})
 CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 # Characters left as they are in a path and query: RFC 3986 reserved and unreserved, and "%".
 _SAFE = "!#$%&'()*+,/:;=?@[]~-._"
-
-
-class MaxRedirectionsError(GreenHTTPError):
-    """A redirect arrived after ``max_redirections`` hops, with ``throw_on_max_redirect`` on."""
-
-    code = "GH_ERR_MAX_REDIRECTIONS"
-    name = "MaxRedirectionsError"
-    default_message = "max redirects"
 
 
 @dataclass(frozen=True)

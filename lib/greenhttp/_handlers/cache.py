@@ -50,6 +50,23 @@ class CacheContext:
         #: URLs with a background (stale-while-revalidate) validation in flight.
         self.background: set[tuple[str, str, str]] = set()
 
+    def entry(
+        self, key: policy.CacheKey, status: int, message: str, headers: dict[str, Any],
+        request_time: float, response_time: float,
+    ) -> policy.CacheValue | None:
+        """The entry to store for a response to ``key`` (``build_entry`` with this cache's settings)."""
+        return policy.build_entry(
+            method=key["method"],
+            status=status,
+            status_message=message,
+            headers=headers,
+            request_headers=key.get("headers") or {},
+            request_time=request_time,
+            response_time=response_time,
+            shared=self.shared,
+            cache_by_default=self.cache_by_default,
+        )
+
     def delete(self, key: policy.CacheKey) -> None:
         try:
             self.store.delete(key)
@@ -76,7 +93,8 @@ class CacheContext:
 
 def stored_headers(entry: policy.CacheValue, age: float, stale: bool) -> dict[str, Any]:
     """The header fields served with a stored response: its own, ``age`` and, when stale, ``warning``."""
-    headers = dict(entry["headers"])
+    # A copy, lists included: the handler may edit what it gets, the store's entry must not change.
+    headers = {k: v[:] if type(v) is list else v for k, v in entry["headers"].items()}
     headers["age"] = str(min(int(age), policy.MAX_DELTA))
     if stale:
         headers["warning"] = _STALE_WARNING
@@ -108,12 +126,12 @@ class Relay:
     call the controller methods; ``resume`` continues the body from the hub.
     """
 
-    __slots__ = ("handler", "upstream", "_raw", "_body", "_paused", "_aborted", "_reason", "_done", "user_abort")
+    __slots__ = ("handler", "upstream", "_fields", "_body", "_paused", "_aborted", "_reason", "_done", "user_abort")
 
     def __init__(self, handler: Any, upstream: Any = None) -> None:
         self.handler = handler
         self.upstream = upstream
-        self._raw: list[bytes] = []
+        self._fields: dict[str, Any] = {}
         self._body: Iterator[bytes] = iter(())
         self._paused = False
         self._aborted = False
@@ -163,7 +181,9 @@ class Relay:
 
     @property
     def raw_headers(self) -> list[bytes] | None:
-        return self.upstream.raw_headers if self.upstream is not None else self._raw
+        if self.upstream is not None:
+            return self.upstream.raw_headers
+        return _raw_headers(self._fields)  # built on demand: most handlers never ask
 
     @property
     def raw_trailers(self) -> list[bytes] | None:
@@ -188,7 +208,7 @@ class Relay:
         self.upstream = None
         if self._done:
             return
-        self._raw = _raw_headers(headers)
+        self._fields = headers
         self._body = _chunks(body)
         self._call("on_response_start", status, headers, message)
         self._pump()
@@ -282,19 +302,33 @@ class CacheHandler(DecoratorHandler):
             return
         if not self._same_origin_chain():
             return
-        entry = policy.build_entry(
-            method=key["method"],
-            status=status,
-            status_message=message or "",
-            headers=headers,
-            request_headers=key.get("headers") or {},
-            request_time=self.request_time,
-            response_time=time.time(),
-            shared=self.ctx.shared,
-            cache_by_default=self.ctx.cache_by_default,
-        )
+        entry = self.ctx.entry(key, status, message or "", headers, self.request_time, time.time())
         if entry is not None:
             self.writer = self.ctx._writer(key, entry)
+        if key["method"] == "HEAD" and status == 200:
+            self._freshen_get(headers)
+
+    def _freshen_get(self, headers: dict[str, Any]) -> None:
+        """RFC 9111 §4.3.5: a 200 to HEAD updates the stored GET response it describes."""
+        key: policy.CacheKey = {**self.key, "method": "GET"}
+        try:
+            stored = self.ctx.store.get(key)
+        except Exception:  # only an optimisation: the HEAD response itself is unaffected
+            return
+        if stored is None:
+            return
+        for name in ("etag", "last-modified", "content-length"):
+            if name in headers and name in stored["headers"] and headers[name] != stored["headers"][name]:
+                self.ctx.delete(key)  # it describes another representation: the stored one is outdated
+                return
+        merged = policy.merge_304_headers(stored["headers"], headers)
+        fresh = self.ctx.entry(key, stored["status_code"], stored.get("status_message", ""), merged,
+                               self.request_time, time.time())
+        if fresh is None:
+            self.ctx.delete(key)
+            return
+        fresh["etag"] = fresh.get("etag") or stored.get("etag")
+        self.ctx.put(key, fresh, b"".join(_chunks(stored.get("body"))))
 
     def _same_origin_chain(self) -> bool:
         """A response reached through redirects is stored under the request's key only if every
@@ -350,9 +384,10 @@ class RevalidationHandler(CacheHandler):
 
     ``relay`` is what the downstream handler uses as its controller; with
     ``background`` the downstream is a :class:`NullHandler` and a ``304``
-    only freshens the store. ``client_headers`` are the original request's
-    headers (its own preconditions are answered from the freshened entry).
-    ``refetch(handler)`` re-sends the original request unconditionally.
+    only freshens the store. The request's own preconditions (in the key's
+    headers) are answered from the freshened entry. ``refetch(handler)``
+    re-sends the original request, without the cache's preconditions, when a
+    ``304`` turns out not to validate the entry.
     """
 
     def __init__(
@@ -418,7 +453,6 @@ class RevalidationHandler(CacheHandler):
             if not self.relay.user_abort:
                 self._serve_stale()
                 return
-        self.mode = "pass"
         self._drop_writer()
         self.relay.upstream = controller
         DecoratorHandler.on_response_error(self, self.relay, err)
@@ -450,16 +484,8 @@ class RevalidationHandler(CacheHandler):
             self.refetch(self)
             return
         merged = policy.merge_304_headers(entry["headers"], headers)
-        fresh = policy.build_entry(
-            method=self.key["method"],
-            status=entry["status_code"],
-            status_message=entry.get("status_message", ""),
-            headers=merged,
-            request_headers=self.key.get("headers") or {},
-            request_time=self.request_time,
-            response_time=response_time,
-            shared=self.ctx.shared,
-            cache_by_default=self.ctx.cache_by_default,
+        fresh = self.ctx.entry(
+            self.key, entry["status_code"], entry.get("status_message", ""), merged, self.request_time, response_time
         )
         body = entry.get("body")
         if fresh is None:

@@ -133,9 +133,8 @@ class Subscriber:
         if fn is not None:
             try:
                 fn(self, trailers)
-            except Exception as exc:
-                self.done = False
-                self.fail(exc)
+            except Exception as exc:  # as the dispatcher's guard does: the error follows the end
+                self._deliver_error(exc)
 
     def fail(self, err: BaseException) -> None:
         if self.done:
@@ -143,6 +142,9 @@ class Subscriber:
         self.done = True
         self.backlog.clear()
         self.end = None
+        self._deliver_error(err)
+
+    def _deliver_error(self, err: BaseException) -> None:
         fn = getattr(self.handler, "on_response_error", None)
         if fn is None:
             _log.error("greenhttp: unhandled error of a deduplicated request: %r", err)
@@ -193,7 +195,8 @@ class Fanout:
         if self.started:
             sub.call("on_request_start", self.context)
             if self.head is not None:
-                sub.call("on_response_start", *self.head)
+                status, headers, message = self.head
+                sub.call("on_response_start", status, dict(headers) if type(headers) is dict else headers, message)
         return True
 
     def _close(self) -> None:
@@ -246,8 +249,9 @@ class Fanout:
     def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
         if status_code >= 200:
             self.head = (status_code, headers, status_message)
-        for sub in self._live():
-            sub.call("on_response_start", status_code, headers, status_message)
+        copy = type(headers) is dict
+        for sub in self._live():  # each caller its own dict: one handler's edits stay its own
+            sub.call("on_response_start", status_code, dict(headers) if copy else headers, status_message)
         self.flow()
 
     def on_response_data(self, controller: Any, chunk: bytes) -> None:

@@ -1,4 +1,4 @@
-"""The opening handshake: URL and subprotocol checks, the request, the response checks.
+"""The opening handshake and what it negotiates, applied to received frames.
 
 RFC 6455 §4.1 and the WHATWG WebSocket standard ("establish a WebSocket
 connection"). The request goes through a dispatcher's ``upgrade()``, so it
@@ -9,6 +9,8 @@ permessage-deflate (RFC 7692) is offered on every handshake. greenhttp only
 *inflates*: it never compresses what it sends (RFC 7692 §6 lets a sender
 leave any message uncompressed), so the ``client_*`` parameters of the
 server's answer are checked but have nothing to steer.
+:class:`InboundPolicy` is the receive side of that negotiation, together
+with the dispatcher's ``web_socket`` limits (:func:`limits_of`).
 """
 
 from __future__ import annotations
@@ -17,12 +19,17 @@ import base64
 import hashlib
 import os
 import re
+import zlib
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from wsproto.extensions import Extension
+from wsproto.frame_protocol import CloseReason, Opcode, RsvBits
+
 from .._api.upgrade import upgrade
 from .._core.headers import header_pairs
+from .._core.options import WebSocketOptions
 from ..errors import DOMException
 
 __all__ = [
@@ -34,6 +41,8 @@ __all__ = [
     "request_headers",
     "check_response",
     "perform",
+    "InboundPolicy",
+    "limits_of",
 ]
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -45,6 +54,9 @@ _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 _QUERY_SAFE = _PATH_SAFE + "?[]{}|\\^`"
 # WHATWG URL: forbidden domain code points (those urlsplit lets through).
 _FORBIDDEN_HOST = frozenset(" \t\n\r#/<>?@\\^|%\x00\x7f")
+_NO_RSV = RsvBits(False, False, False)
+_RSV1 = RsvBits(True, False, False)
+_SYNC_TAIL = b"\x00\x00\xff\xff"  # RFC 7692 §7.2.2
 _OFFER = "permessage-deflate; client_max_window_bits"
 # Headers the handshake sets itself; a user's copy is dropped (WHATWG "set").
 _OWN_HEADERS = frozenset(
@@ -316,3 +328,121 @@ def perform(
         data.socket.close()
         raise
     return data.socket, negotiated
+
+
+def limits_of(dispatcher: Any) -> tuple[int, int]:
+    """``(max_fragments, max_payload_size)`` from a dispatcher's ``web_socket`` option.
+
+    A ``Client`` holds it validated (``_opts.web_socket``); a ``Pool`` or an
+    ``Agent`` holds the options it makes clients with. Anything else (or a
+    dispatcher without the option) gets the spec's defaults.
+    """
+    limits: Any = getattr(getattr(dispatcher, "_opts", None), "web_socket", None)
+    if limits is None:
+        for name in ("_client_options", "_options"):
+            options = getattr(dispatcher, name, None)
+            if isinstance(options, dict) and isinstance(options.get("web_socket"), dict):
+                raw = options["web_socket"]  # validated when the dispatcher was made
+                default = WebSocketOptions()
+                fragments, payload = raw.get("max_fragments"), raw.get("max_payload_size")
+                limits = WebSocketOptions(
+                    default.max_fragments if fragments is None else fragments,
+                    default.max_payload_size if payload is None else payload,
+                )
+                break
+    if limits is None:
+        limits = WebSocketOptions()
+    return limits.max_fragments, limits.max_payload_size
+
+
+class InboundPolicy(Extension):
+    """Limits and RFC 7692 inflation, as a wsproto extension on the frame decoder.
+
+    wsproto calls it for every received frame: the header (before any payload
+    is read), each payload chunk, and the frame's end. Returning a
+    ``CloseReason`` fails the connection with that code: 1008 past
+    ``max_fragments`` frames in one message, 1009 past ``max_payload_size``
+    bytes (a message's payload; a compressed frame's payload; an inflated
+    message), 1002 for RSV1 where RFC 7692 §6.1 forbids it, 1007 for data
+    that does not inflate. A limit of 0 is no limit.
+    """
+
+    name = "greenhttp-inbound-policy"  # never offered: it rides on the negotiated state
+
+    def __init__(
+        self, max_fragments: int, max_payload_size: int, deflate: bool, reset_context: bool
+    ) -> None:
+        self.max_fragments = max_fragments
+        self.max_payload_size = max_payload_size
+        self.deflate = deflate
+        self.reset_context = reset_context
+        self._inflater = zlib.decompressobj(-15) if deflate else None
+        self._data = False  # the frame being read is a data frame
+        self._compressed = False  # the message being read is compressed
+        self._fragments = 0
+        self._size = 0
+
+    def enabled(self) -> bool:
+        return True
+
+    def offer(self) -> bool:
+        return False
+
+    def frame_inbound_header(
+        self, proto: Any, opcode: Opcode, rsv: RsvBits, payload_length: int
+    ) -> Any:
+        if opcode >= 8:  # control frames carry no message state; RSV1 on them is an error
+            self._data = False
+            return _NO_RSV
+        self._data = True
+        if opcode is Opcode.CONTINUATION:
+            if rsv.rsv1:
+                return CloseReason.PROTOCOL_ERROR  # RFC 7692 §6.1: only on the first frame
+        else:
+            self._fragments = 0
+            self._size = 0
+            self._compressed = self.deflate and rsv.rsv1
+        self._fragments += 1
+        if self.max_fragments and self._fragments > self.max_fragments:
+            return CloseReason.POLICY_VIOLATION
+        limit = self.max_payload_size
+        if limit:
+            if self._compressed:
+                if payload_length > limit:
+                    return CloseReason.MESSAGE_TOO_BIG
+            else:
+                self._size += payload_length
+                if self._size > limit:
+                    return CloseReason.MESSAGE_TOO_BIG
+        return _RSV1 if self.deflate else _NO_RSV
+
+    def frame_inbound_payload_data(self, proto: Any, data: bytes) -> Any:
+        if not (self._data and self._compressed):
+            return data
+        return self._inflate(data)
+
+    def frame_inbound_complete(self, proto: Any, fin: bool) -> Any:
+        if not (fin and self._data and self._compressed):
+            return None
+        out = self._inflate(_SYNC_TAIL)
+        inflater = self._inflater
+        if self.reset_context or (inflater is not None and inflater.eof):
+            # A new context per message, or the server ended its stream with BFINAL.
+            self._inflater = zlib.decompressobj(-15)
+        return out
+
+    def _inflate(self, data: bytes) -> Any:
+        inflater = self._inflater
+        assert inflater is not None
+        limit = self.max_payload_size
+        try:
+            if limit:
+                out = inflater.decompress(data, limit - self._size + 1)
+            else:
+                out = inflater.decompress(data)
+        except zlib.error:
+            return CloseReason.INVALID_FRAME_PAYLOAD_DATA
+        self._size += len(out)
+        if limit and (self._size > limit or inflater.unconsumed_tail):
+            return CloseReason.MESSAGE_TOO_BIG
+        return out

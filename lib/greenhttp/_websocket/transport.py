@@ -19,8 +19,8 @@ payload bytes not yet handed to the kernel.
 
 Receiving follows RFC 6455 strictly: wsproto rejects bad framing, bad
 opcodes, masked frames, fragmented or oversized control frames, reserved
-bits and invalid UTF-8; :class:`InboundPolicy` adds RFC 7692 inflation and
-the ``max_fragments``/``max_payload_size`` limits, checked on each frame
+bits and invalid UTF-8; ``handshake.InboundPolicy`` adds RFC 7692 inflation
+and the ``max_fragments``/``max_payload_size`` limits, checked on each frame
 *header*, before its payload is read; close frames are parsed here.
 """
 
@@ -28,18 +28,15 @@ from __future__ import annotations
 
 import os
 import struct
-import zlib
 from collections import deque
 from typing import Any, cast
 
-from wsproto.extensions import Extension
 from wsproto.frame_protocol import (
     CloseReason,
     FrameDecoder,
     MessageDecoder,
     Opcode,
     ParseFailed,
-    RsvBits,
 )
 
 from .. import _debug
@@ -49,15 +46,15 @@ from .._net.stream import Transport, UpgradedSocket
 from .._runtime import Parker, getcurrent, kill, spawn, start_timer
 from ..errors import MessageSizeExceededError, WebSocketError
 from . import handshake
-from .handshake import Negotiated, Target
+from .handshake import InboundPolicy, Negotiated, Target, limits_of
 
 __all__ = [
     "Session",
-    "InboundPolicy",
     "CONNECTING",
     "OPEN",
     "CLOSING",
     "CLOSED",
+    "encode_frame",
     "valid_close_code",
     "usv",
 ]
@@ -68,9 +65,6 @@ CONNECTING, OPEN, CLOSING, CLOSED = 0, 1, 2, 3
 #: connection (RFC 6455 §7.1.1: the server closes first), before dropping it.
 CLOSE_TIMEOUT = 10.0
 
-_NO_RSV = RsvBits(False, False, False)
-_RSV1 = RsvBits(True, False, False)
-_SYNC_TAIL = b"\x00\x00\xff\xff"  # RFC 7692 §7.2.2
 _REASONS = {
     CloseReason.PROTOCOL_ERROR: "protocol error",
     CloseReason.INVALID_FRAME_PAYLOAD_DATA: "invalid payload data",
@@ -127,99 +121,6 @@ def valid_close_code(code: int) -> bool:
     return 1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999
 
 
-class InboundPolicy(Extension):
-    """Limits and RFC 7692 inflation, as a wsproto extension on the frame decoder.
-
-    wsproto calls it for every received frame: the header (before any payload
-    is read), each payload chunk, and the frame's end. Returning a
-    ``CloseReason`` fails the connection with that code: 1008 past
-    ``max_fragments`` frames in one message, 1009 past ``max_payload_size``
-    bytes (a message's payload; a compressed frame's payload; an inflated
-    message), 1002 for RSV1 where RFC 7692 §6.1 forbids it, 1007 for data
-    that does not inflate. A limit of 0 is no limit.
-    """
-
-    name = "greenhttp-inbound-policy"  # never offered: it rides on the negotiated state
-
-    def __init__(
-        self, max_fragments: int, max_payload_size: int, deflate: bool, reset_context: bool
-    ) -> None:
-        self.max_fragments = max_fragments
-        self.max_payload_size = max_payload_size
-        self.deflate = deflate
-        self.reset_context = reset_context
-        self._inflater = zlib.decompressobj(-15) if deflate else None
-        self._data = False  # the frame being read is a data frame
-        self._compressed = False  # the message being read is compressed
-        self._fragments = 0
-        self._size = 0
-
-    def enabled(self) -> bool:
-        return True
-
-    def offer(self) -> bool:
-        return False
-
-    def frame_inbound_header(
-        self, proto: Any, opcode: Opcode, rsv: RsvBits, payload_length: int
-    ) -> Any:
-        if opcode >= 8:  # control frames carry no message state; RSV1 on them is an error
-            self._data = False
-            return _NO_RSV
-        self._data = True
-        if opcode is Opcode.CONTINUATION:
-            if rsv.rsv1:
-                return CloseReason.PROTOCOL_ERROR  # RFC 7692 §6.1: only on the first frame
-        else:
-            self._fragments = 0
-            self._size = 0
-            self._compressed = self.deflate and rsv.rsv1
-        self._fragments += 1
-        if self.max_fragments and self._fragments > self.max_fragments:
-            return CloseReason.POLICY_VIOLATION
-        limit = self.max_payload_size
-        if limit:
-            if self._compressed:
-                if payload_length > limit:
-                    return CloseReason.MESSAGE_TOO_BIG
-            else:
-                self._size += payload_length
-                if self._size > limit:
-                    return CloseReason.MESSAGE_TOO_BIG
-        return _RSV1 if self.deflate else _NO_RSV
-
-    def frame_inbound_payload_data(self, proto: Any, data: bytes) -> Any:
-        if not (self._data and self._compressed):
-            return data
-        return self._inflate(data)
-
-    def frame_inbound_complete(self, proto: Any, fin: bool) -> Any:
-        if not (fin and self._data and self._compressed):
-            return None
-        out = self._inflate(_SYNC_TAIL)
-        inflater = self._inflater
-        if self.reset_context or (inflater is not None and inflater.eof):
-            # A new context per message, or the server ended its stream with BFINAL.
-            self._inflater = zlib.decompressobj(-15)
-        return out
-
-    def _inflate(self, data: bytes) -> Any:
-        inflater = self._inflater
-        assert inflater is not None
-        limit = self.max_payload_size
-        try:
-            if limit:
-                out = inflater.decompress(data, limit - self._size + 1)
-            else:
-                out = inflater.decompress(data)
-        except zlib.error:
-            return CloseReason.INVALID_FRAME_PAYLOAD_DATA
-        self._size += len(out)
-        if limit and (self._size > limit or inflater.unconsumed_tail):
-            return CloseReason.MESSAGE_TOO_BIG
-        return out
-
-
 class _CloseTimeout(BaseException):
     """Thrown into the reader when the closing handshake took too long.
 
@@ -257,9 +158,7 @@ class Session:
         self.state = CONNECTING
         self.negotiated = Negotiated()
         self.buffered_amount = 0
-        limits = getattr(getattr(dispatcher, "_opts", None), "web_socket", None)
-        self.max_fragments: int = getattr(limits, "max_fragments", 131072)
-        self.max_payload_size: int = getattr(limits, "max_payload_size", 134217728)
+        self.max_fragments, self.max_payload_size = limits_of(dispatcher)
         self._abort = AbortController()
         self._user_signal = signal
         self._transport: Transport | None = None

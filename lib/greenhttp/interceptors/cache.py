@@ -18,14 +18,16 @@ its store and, by the rules of ``_core/cache_policy.py``:
 
 Unsafe methods always go to the origin; a non-error answer invalidates the
 URL (and same-origin ``Location``/``Content-Location``) for every method.
-Requests without ``origin``, upgrades and safe requests with a body pass
-through. See ``docs/caching.md``.
+Requests without ``origin``, upgrades, safe requests with a body and
+requests with ``If-Match``/``If-Unmodified-Since`` pass through. See
+``docs/caching.md``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from .._core import cache_policy as policy
@@ -168,6 +170,8 @@ class _CacheDispatch:
             return dispatch(opts, CacheHandler(ctx, key, handler))
         if opts.get("body") not in (None, b"", ""):
             return dispatch(opts, handler)  # a safe request with content: not cacheable as such
+        if "if-match" in headers or "if-unmodified-since" in headers:
+            return dispatch(opts, handler)  # preconditions only the origin evaluates (RFC 9111 §4.3.2)
         req_cc = policy.request_directives(headers)
         if req_cc.get("no-store"):
             return dispatch(opts, handler)  # RFC 9111 §5.2.1.5
@@ -221,11 +225,7 @@ class _CacheDispatch:
             if not verdict.stale_if_error:
                 return dispatch(opts, CacheHandler(ctx, key, handler))  # nothing to validate with
             conditional = {k: v for k, v in headers.items() if k not in ("if-none-match", "if-modified-since")}
-        unconditional = opts
-
-        def refetch(h: Any) -> bool:
-            return dispatch(unconditional, h)
-
+        refetch = partial(dispatch, opts)  # the original request, should the 304 not validate the entry
         reval = RevalidationHandler(ctx, key, handler, entry, verdict, refetch, head_only=head)
         return dispatch({**opts, "headers": conditional}, reval)
 
@@ -242,7 +242,7 @@ class _CacheDispatch:
         else:
             verdict = policy.Verdict(policy.VALIDATE, 0.0, True)
             bg_handler = RevalidationHandler(
-                ctx, key, sink, entry, verdict, lambda h: ctx.dispatch(opts, h), background=True
+                ctx, key, sink, entry, verdict, partial(ctx.dispatch, opts), background=True
             )
             bg_opts = {**opts, "headers": conditional}
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .._core.cache_policy import request_header_map
-from .._core.dedupe import SAFE_METHODS, dedupe_key
+from .._core.dedupe import SAFE_METHODS, dedupe_key, request_header_map
 from .._handlers.dedupe import Fanout
 from ..errors import InvalidArgumentError
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core import dns_records
-from .._core.url import Origin, is_ip_literal, parse_origin
+from .._core.url import is_ip_literal, parse_origin
 from .._handlers.base import DecoratorHandler
 from .._net import dns as net_dns
 from ..errors import InformationalError, InvalidArgumentError
@@ -75,6 +75,27 @@ def _with_host(headers: Any, host: str) -> Any:
     if hasattr(headers, "items"):
         return _with_host(list(headers.items()), host)
     return headers  # malformed: the dispatcher reports it
+
+
+class LookupOrigin(str):
+    """The origin a ``lookup`` or ``pick`` receives: the origin string (``"https://h:8443"``)
+    that also has the fields of a parsed URL — ``protocol`` (``"https:"``), ``hostname``,
+    ``port`` (an int, the default one filled in), ``host`` (the Host header value) and
+    ``origin`` — like the URL object the original library passes."""
+
+    protocol: str
+    hostname: str
+    port: int
+    host: str
+    origin: str
+
+    @classmethod
+    def parse(cls, value: Any) -> LookupOrigin:
+        parsed = parse_origin(value, "origin")
+        self = cls(parsed.origin)
+        self.protocol, self.hostname, self.port = parsed.protocol, parsed.hostname, parsed.port
+        self.host, self.origin = parsed.host, parsed.origin
+        return self
 
 
 class _Settings:
@@ -189,7 +210,7 @@ class _DNS:
         if raw_origin is None:
             return dispatch(opts, handler)
         try:
-            origin = parse_origin(raw_origin, "origin")
+            origin = LookupOrigin.parse(raw_origin)
         except InvalidArgumentError:
             return dispatch(opts, handler)  # the dispatcher reports it
         overrides = opts.get("dns")
@@ -223,13 +244,13 @@ class _DNS:
         self._lookup(settings, origin, resolved, coalesce=overrides is None)
         return True
 
-    def _pick(self, settings: _Settings, origin: Origin, records: Any) -> Any:
+    def _pick(self, settings: _Settings, origin: LookupOrigin, records: Any) -> Any:
         if settings.pick is not None:
             return settings.pick(origin, records, settings.affinity)
         return dns_records.default_pick(records, settings.affinity, settings.dual_stack, time.monotonic())
 
     def _lookup(
-        self, settings: _Settings, origin: Origin, done: Callable[[BaseException | None], None], coalesce: bool
+        self, settings: _Settings, origin: LookupOrigin, done: Callable[[BaseException | None], None], coalesce: bool
     ) -> None:
         hostname = origin.hostname
         if coalesce:
@@ -267,7 +288,7 @@ class _DNS:
             callback(exc)
 
     def _send(
-        self, dispatch: DispatchFn, opts: dict[str, Any], handler: Any, origin: Origin, settings: _Settings, ip: Any
+        self, dispatch: DispatchFn, opts: dict[str, Any], handler: Any, origin: LookupOrigin, settings: _Settings, ip: Any
     ) -> bool:
         new_opts = {
             **opts,
@@ -278,7 +299,7 @@ class _DNS:
         return dispatch(new_opts, _DNSHandler(self, dispatch, opts, handler, origin, settings, ip))
 
 
-def _ip_origin(origin: Origin, ip: Any) -> str:
+def _ip_origin(origin: LookupOrigin, ip: Any) -> str:
     address = ip["address"]
     host = f"[{address}]" if ":" in address else address
     port = ip.get("port") if isinstance(ip.get("port"), int) else origin.port
@@ -290,7 +311,7 @@ class _DNSHandler(DecoratorHandler):
     """Drops an address that fails to connect; with dual stack, retries once on the other family."""
 
     def __init__(
-        self, state: _DNS, dispatch: DispatchFn, opts: dict[str, Any], handler: Any, origin: Origin,
+        self, state: _DNS, dispatch: DispatchFn, opts: dict[str, Any], handler: Any, origin: LookupOrigin,
         settings: _Settings, ip: Any,
     ) -> None:
         super().__init__(handler)

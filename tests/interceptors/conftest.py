@@ -1,0 +1,196 @@
+"""Fixtures for the interceptor tests.
+
+The scripted servers (``make_server``), ``make_client`` and ``nginx`` come
+from ``tests/conftest.py``. Here:
+
+* ``make_agent``: a ``greenhttp.Agent`` destroyed at teardown (it routes by
+  origin, which cross-origin redirects need);
+* ``routes``: a scripted server answering by request target from a dict of
+  ``target -> handler(conn, req)``, keeping the connection alive;
+* ``Recorder``: a dispatch handler that records every callback;
+* an autouse leak check, as for ``tests/dispatcher``: no new file
+  descriptor or greenlet (a retry timer's, a re-dispatch's) may outlive a test.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gevent
+import gevent.event
+import greenlet
+import pytest
+from gevent.server import StreamServer
+from gevent.threadpool import _WorkerGreenlet
+
+import greenhttp
+
+Handler = Callable[[Any, Any], Any]
+
+
+@pytest.fixture
+def make_agent():
+    agents: list[greenhttp.Agent] = []
+
+    def make(**options: Any) -> greenhttp.Agent:
+        a = greenhttp.Agent(**options)
+        agents.append(a)
+        return a
+
+    yield make
+    for a in agents:
+        with gevent.Timeout(5):
+            a.destroy()
+
+
+@pytest.fixture
+def routes(make_server):
+    """``routes({"/a": fn, ...})`` starts a keep-alive server calling ``fn(conn, req)`` per request.
+
+    An unknown target gets a 404. ``server.requests`` records what arrived.
+    """
+
+    def make(table: dict[str, Handler]) -> Any:
+        def handler(conn: Any) -> None:
+            while True:
+                req = conn.read_request()
+                if req is None:
+                    return
+                fn = table.get(req.target)
+                if fn is None:
+                    conn.respond(b"no route", status="404 Not Found")
+                elif fn(conn, req) is False:
+                    conn.close()  # the handler asks to end the connection
+                    return
+
+        return make_server(handler)
+
+    return make
+
+
+class Recorder:
+    """A dispatch handler that records its callbacks; ``done`` is set at the end."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.status: int | None = None
+        self.headers: Any = None
+        self.body = b""
+        self.trailers: Any = None
+        self.error: BaseException | None = None
+        self.controller: Any = None
+        self.context: Any = None
+        self.done = gevent.event.Event()
+
+    def on_request_start(self, controller: Any, context: Any) -> None:
+        self.calls.append(("start",))
+        self.controller = controller
+        self.context = context
+
+    def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
+        self.calls.append(("response_start", status_code))
+        if status_code >= 200:
+            self.status = status_code
+            self.headers = headers
+
+    def on_response_data(self, controller: Any, chunk: bytes) -> None:
+        self.calls.append(("data", len(chunk)))
+        self.body += chunk
+
+    def on_response_end(self, controller: Any, trailers: Any) -> None:
+        self.calls.append(("end",))
+        self.trailers = trailers
+        self.done.set()
+
+    def on_response_error(self, controller: Any, err: BaseException) -> None:
+        self.calls.append(("error", type(err).__name__))
+        self.error = err
+        self.done.set()
+
+    def names(self) -> list[str]:
+        return [c[0] for c in self.calls]
+
+
+@pytest.fixture
+def recorder():
+    return Recorder
+
+
+# ---------------------------------------------------------------------------
+# leak check
+# ---------------------------------------------------------------------------
+
+
+def _open_fds() -> set[int]:
+    out = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        out.add(int(name))
+    return out
+
+
+def _live_greenlets() -> list[Any]:
+    hub_type = gevent.get_hub().__class__
+    out = []
+    for obj in gc.get_objects():
+        if isinstance(obj, greenlet.greenlet) and not obj.dead:
+            if obj.parent is None or isinstance(obj, (hub_type, _WorkerGreenlet)):
+                continue
+            out.append(obj)
+    return out
+
+
+_warmed_up = False
+
+
+def _warm_up() -> None:
+    """Let gevent make its lazily created resources (resolver, watchers) before counting."""
+    global _warmed_up
+    if _warmed_up:
+        return
+    _warmed_up = True
+
+    def answer(sock: Any, _addr: Any) -> None:
+        sock.recv(65536)
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        sock.close()
+
+    server = StreamServer(("127.0.0.1", 0), answer)
+    server.start()
+    try:
+        client = greenhttp.Client(f"http://127.0.0.1:{server.server_port}")
+        client.request(path="/").body.bytes()
+        client.destroy()
+    finally:
+        server.stop()
+    for _ in range(20):
+        gevent.sleep(0)
+
+
+@pytest.fixture(autouse=True)
+def leak_check():
+    _warm_up()
+    gevent.sleep(0)
+    fds_before = _open_fds()
+    greenlets_before = {id(g) for g in _live_greenlets()}
+    yield
+    deadline = time.monotonic() + 2.0
+    attempt = 0
+    while True:
+        gevent.sleep(0.001 if attempt else 0)
+        if attempt:
+            gc.collect()
+        attempt += 1
+        new_fds = _open_fds() - fds_before
+        new_greenlets = [g for g in _live_greenlets() if id(g) not in greenlets_before]
+        if not new_fds and not new_greenlets:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"leak: new fds {sorted(new_fds)}, new greenlets {new_greenlets}")

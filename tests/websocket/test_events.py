@@ -1,0 +1,199 @@
+"""The greenlet-safe EventTarget, the event classes, and WebSocket's on* properties."""
+
+from __future__ import annotations
+
+import logging
+
+import gevent
+import pytest
+from wsutil import frame
+
+from greenhttp import CloseEvent, ErrorEvent, MessageEvent, WebSocket
+from greenhttp._event_target import Event, EventTarget
+
+
+def test_listeners_run_in_order_once_and_removable():
+    target = EventTarget()
+    calls = []
+    a = lambda ev: calls.append(("a", ev.type))  # noqa: E731
+    b = lambda ev: calls.append(("b", ev.type))  # noqa: E731
+    target.add_event_listener("x", a)
+    target.add_event_listener("x", a)  # the same listener twice: one registration
+    target.add_event_listener("x", b, once=True)
+    target.dispatch_event(Event("x"))
+    target.dispatch_event(Event("x"))
+    target.remove_event_listener("x", a)
+    target.dispatch_event(Event("x"))
+    assert calls == [("a", "x"), ("b", "x"), ("a", "x")]
+
+
+def test_event_target_and_current_target():
+    target = EventTarget()
+    seen = []
+    target.add_event_listener("x", lambda ev: seen.append((ev.target, ev.current_target)))
+    ev = Event("x")
+    assert target.dispatch_event(ev) is True
+    assert seen == [(target, target)]
+    assert ev.target is target and ev.current_target is None
+
+
+def test_a_raising_listener_is_logged_and_the_next_one_runs(caplog):
+    target = EventTarget()
+    calls = []
+
+    def bad(ev):
+        raise RuntimeError("boom")
+
+    target.add_event_listener("x", bad)
+    target.add_event_listener("x", lambda ev: calls.append(ev.type))
+    with caplog.at_level(logging.ERROR, logger="greenhttp"):
+        target.dispatch_event(Event("x"))
+    assert calls == ["x"]
+    assert "boom" in caplog.text
+
+
+def test_removal_during_dispatch_and_stop_immediate_propagation():
+    target = EventTarget()
+    calls = []
+
+    def first(ev):
+        calls.append(1)
+        target.remove_event_listener("x", second)
+
+    def second(ev):
+        calls.append(2)
+
+    target.add_event_listener("x", first)
+    target.add_event_listener("x", second)
+    target.dispatch_event(Event("x"))
+    assert calls == [1]
+
+    def stopper(ev):
+        calls.append("stop")
+        ev.stop_immediate_propagation()
+
+    target.add_event_listener("y", stopper)
+    target.add_event_listener("y", lambda ev: calls.append("never"))
+    target.dispatch_event(Event("y"))
+    assert calls == [1, "stop"]
+
+
+def test_handle_event_objects_and_bad_listeners():
+    target = EventTarget()
+
+    class Handler:
+        def __init__(self):
+            self.seen = []
+
+        def handle_event(self, ev):
+            self.seen.append(ev.type)
+
+    h = Handler()
+    target.add_event_listener("x", h)
+    target.dispatch_event(Event("x"))
+    assert h.seen == ["x"]
+    with pytest.raises(TypeError):
+        target.add_event_listener("x", 42)
+    target.add_event_listener("x", None)  # the DOM ignores a null listener
+
+
+def test_handler_property_keeps_its_slot(ws_server):
+    server = ws_server()
+    ws = WebSocket(server.url())
+    calls = []
+    ws.add_event_listener("message", lambda ev: calls.append("first"))
+    ws.onmessage = lambda ev: calls.append("handler")
+    ws.add_event_listener("message", lambda ev: calls.append("last"))
+    replacement = lambda ev: calls.append("replaced")  # noqa: E731
+    ws.onmessage = replacement  # same slot, new function
+    assert ws.onmessage is replacement
+    ws.dispatch_event(MessageEvent("message", data="x"))
+    assert calls == ["first", "replaced", "last"]
+    ws.onmessage = None
+    assert ws.onmessage is None
+    calls.clear()
+    ws.dispatch_event(MessageEvent("message", data="x"))
+    assert calls == ["first", "last"]
+    ws.close()
+
+
+def test_event_classes():
+    m = MessageEvent("message", data=b"x", origin="ws://h")
+    assert (m.type, m.data, m.origin, m.last_event_id, m.source, m.ports) == (
+        "message",
+        b"x",
+        "ws://h",
+        "",
+        None,
+        [],
+    )
+    assert MessageEvent("message", {"data": "y"}).data == "y"
+    c = CloseEvent("close", {"code": 1000, "reason": "r"}, was_clean=True)
+    assert (c.code, c.reason, c.was_clean) == (1000, "r", True)
+    assert (CloseEvent("close").code, CloseEvent("close").was_clean) == (0, False)
+    err = ValueError("e")
+    e = ErrorEvent("error", error=err, message="m")
+    assert (e.error, e.message, e.filename, e.lineno, e.colno) == (err, "m", "", 0, 0)
+    assert not (m.bubbles or m.cancelable or m.composed)
+    with pytest.raises(TypeError):
+        CloseEvent("close", wasClean=True)
+    assert "1000" in repr(c)
+
+
+def test_all_four_handlers_fire(ws_server):
+    def script(peer):
+        peer.send(frame(1, b"hello"))
+        peer.conn.close()  # no close frame: error, then close
+
+    server = ws_server(script)
+    ws = WebSocket(server.url())
+    got = []
+    done = gevent.event.Event()
+    ws.onopen = lambda ev: got.append(("open", ws.ready_state))
+    ws.onmessage = lambda ev: got.append(("message", ev.data))
+    ws.onerror = lambda ev: got.append(("error", ws.ready_state))
+    ws.onclose = lambda ev: (got.append(("close", ev.code)), done.set())
+    assert done.wait(5)
+    assert got == [("open", 1), ("message", "hello"), ("error", 3), ("close", 1006)]
+
+
+def test_a_listener_that_raises_does_not_break_the_connection(ws_server, record):
+    def script(peer):
+        peer.send(frame(1, b"one") + frame(1, b"two"))
+        peer.answer_close()
+
+    server = ws_server(script)
+    ws = WebSocket(server.url())
+    ws.onmessage = lambda ev: 1 / 0
+    rec = record(ws)
+    with gevent.Timeout(5):
+        while len(rec.messages) < 2:
+            gevent.sleep(0.002)
+    ws.close()
+    assert rec.wait_closed().was_clean
+    assert rec.messages == ["one", "two"]
+
+
+def test_listeners_may_send_and_close_from_the_reader(ws_server, record):
+    """An echo written inside onmessage: send() never blocks the reader greenlet."""
+    echoed = []
+
+    def script(peer):
+        for i in range(50):
+            peer.send(frame(1, str(i).encode()))
+        for _ in range(50):
+            echoed.append(peer.read_frame().payload.decode())
+        peer.answer_close()
+
+    server = ws_server(script)
+    ws = WebSocket(server.url())
+
+    def onmessage(ev):
+        ws.send(ev.data)
+        if ev.data == "49":
+            ws.close(1000)
+
+    ws.onmessage = onmessage
+    rec = record(ws)
+    assert rec.wait_closed().was_clean
+    assert echoed == [str(i) for i in range(50)]

@@ -1,0 +1,131 @@
+"""greenhttp.ping() and the ``websocket`` debug namespace (spec 6.3)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import gevent
+import pytest
+from wsutil import frame
+
+import greenhttp
+from greenhttp import WebSocket
+
+
+def test_ping_sends_a_ping_frame_and_handles_the_pong(ws_server, record, caplog):
+    got = []
+
+    def script(peer):
+        f = peer.read_frame()
+        got.append((f.opcode, f.payload))
+        peer.send(frame(10, f.payload))
+        f = peer.read_frame()
+        got.append((f.opcode, f.payload))
+        peer.send(frame(10, f.payload))
+        peer.answer_close()
+
+    server = ws_server(script)
+    ws = WebSocket(server.url())
+    rec = record(ws)
+    rec.wait_open()
+    with caplog.at_level(logging.DEBUG, logger="greenhttp.websocket"):
+        greenhttp.ping(ws, b"payload")
+        greenhttp.ping(ws)
+        with gevent.Timeout(5):
+            while caplog.text.count("pong received") < 2:
+                gevent.sleep(0.002)
+        ws.close()
+        rec.wait_closed()
+    assert got == [(9, b"payload"), (9, b"")]
+    assert rec.types == ["open", "close"]  # pongs are no events
+
+
+@pytest.mark.parametrize(
+    ("payload", "match"), [(b"x" * 126, "125"), ("text", "buffer"), (12, "buffer")]
+)
+def test_ping_payload_is_checked(ws_server, payload, match):
+    server = ws_server()
+    ws = WebSocket(server.url())
+    with pytest.raises(TypeError, match=match):
+        greenhttp.ping(ws, payload)
+    with pytest.raises(TypeError):
+        greenhttp.ping(object())
+    ws.close()
+
+
+def test_ping_is_a_no_op_unless_open(ws_server, record):
+    got = []
+
+    def script(peer):
+        got.append(peer.answer_close().opcode)
+
+    server = ws_server(script)
+    ws = WebSocket(server.url())
+    greenhttp.ping(ws, b"connecting")  # no-op
+    rec = record(ws)
+    rec.wait_open()
+    ws.close()
+    greenhttp.ping(ws, b"closing")  # no-op
+    rec.wait_closed()
+    greenhttp.ping(ws, b"closed")  # no-op
+    assert got == [8]  # nothing but the close frame reached the server
+
+
+def test_debug_lines(ws_server, record, caplog):
+    def script(peer):
+        peer.send(frame(9, b"hi"))
+        peer.read_frame()
+        peer.answer_close()
+
+    server = ws_server(script)
+    with caplog.at_level(logging.DEBUG, logger="greenhttp.websocket"):
+        ws = WebSocket(server.url("/dbg"))
+        rec = record(ws)
+        rec.wait_open()
+        with gevent.Timeout(5):
+            while "ping received" not in caplog.text:
+                gevent.sleep(0.002)
+        ws.close(4000, "done")
+        rec.wait_closed()
+    lines = [r.getMessage() for r in caplog.records if r.name == "greenhttp.websocket"]
+    assert f"connection opened 127.0.0.1:{server.server.port}" in lines
+    assert "ping received" in lines
+    assert f"closed connection to {server.url('/dbg')} - 4000 done" in lines
+
+
+def test_debug_env_writes_the_spec_line_shape(ws_server):
+    """GREENHTTP_DEBUG=websocket prints ``WEBSOCKET <pid>: ...`` lines on stderr."""
+    server = ws_server()
+    code = textwrap.dedent(
+        f"""
+        import gevent, greenhttp
+        ws = greenhttp.WebSocket({server.url("/env")!r})
+        done = gevent.event.Event()
+        ws.onopen = lambda ev: ws.close()
+        ws.onclose = lambda ev: done.set()
+        assert done.wait(10)
+        """
+    )
+    env = {**os.environ, "GREENHTTP_DEBUG": "websocket"}
+    out = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # The server lives in this process: let it run while the child talks to it.
+    with gevent.Timeout(30):
+        while out.poll() is None:
+            gevent.sleep(0.01)
+    stderr = out.stderr.read()
+    out.stdout.close()
+    out.stderr.close()
+    assert out.returncode == 0, stderr
+    pid = out.pid
+    assert f"WEBSOCKET {pid}: connection opened 127.0.0.1:{server.server.port}" in stderr
+    assert f"WEBSOCKET {pid}: closed connection to {server.url('/env')} - 1005 " in stderr
