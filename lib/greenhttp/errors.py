@@ -14,6 +14,7 @@ This module is sans-IO and greenlet-safe: it only defines classes.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 __all__ = [
@@ -368,11 +369,16 @@ class WebSocketError(DOMException):
         if not isinstance(reason, str):
             raise DOMException(f"reason must be a string, got {reason!r}", "SyntaxError")
         if code is not None:
+            # WebIDL [EnforceRange] unsigned short: a finite number in 0-65535, else TypeError.
             if (
-                not isinstance(code, int)
-                or isinstance(code, bool)
-                or not (code == 1000 or 3000 <= code <= 4999)
+                isinstance(code, bool)
+                or not isinstance(code, (int, float))
+                or not math.isfinite(code)
+                or not 0 <= int(code) <= 65535
             ):
+                raise TypeError(f"close_code must be an integer in 0-65535, got {code!r}")
+            code = int(code)
+            if not (code == 1000 or 3000 <= code <= 4999):
                 raise DOMException(
                     f"close_code must be 1000 or in 3000-4999, got {code!r}", "InvalidAccessError"
                 )
@@ -391,4 +397,11 @@ class WebSocketError(DOMException):
 
 
 class ExperimentalWarning(Warning):
-    """Issued once per process by experimental features (WebSocketStream, decompress)."""
+    """Issued once per process by experimental features (WebSocketStream, decompress).
+
+    ``.code`` names the feature, e.g. ``"GREENHTTP-WSS"``.
+    """
+
+    def __init__(self, message: str = "", code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code

@@ -25,36 +25,17 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 from typing import Any, TypedDict
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import urlsplit
 
-from .headers import header_pairs
+from .dedupe import SAFE_METHODS, CacheKey, cache_key, request_header_map
 
 __all__ = [
-    "SAFE_METHODS",
-    "CacheKey",
-    "CacheValue",
-    "Verdict",
-    "assess",
-    "build_entry",
-    "byte_range",
-    "cache_key",
-    "invalidation_paths",
-    "is_conditional",
-    "merge_304_headers",
-    "not_modified",
-    "parse_age",
-    "parse_cache_control",
-    "parse_http_date",
-    "parse_vary",
-    "request_directives",
-    "request_header_map",
-    "revalidation_headers",
-    "valid_etag",
-    "vary_matches",
-    "weak_etag_match",
+    "SAFE_METHODS", "CacheKey", "CacheValue", "Verdict", "assess", "build_entry", "byte_range", "cache_key",
+    "invalidation_paths", "is_conditional", "merge_304_headers", "not_modified", "parse_age",
+    "parse_cache_control", "parse_http_date", "parse_vary", "request_directives", "request_header_map",
+    "revalidation_headers", "valid_etag", "vary_matches", "weak_etag_match",
 ]
 
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 #: RFC 9111 §1.2.2: delta-seconds past 2^31 are taken as 2^31.
 MAX_DELTA = 2147483648
 #: RFC 9110 §15.1: status codes "heuristically cacheable" by default.
@@ -79,16 +60,6 @@ _FLAGS = frozenset({"public", "immutable", "no-transform", "must-understand", "o
 _RESTRICTIVE_FLAGS = frozenset({"no-store", "must-revalidate", "proxy-revalidate"})
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 _ETAG = re.compile(r'(?:W/)?"[\x21\x23-\x7e\x80-\xff]*"\Z')
-
-
-class CacheKey(TypedDict, total=False):
-    """What identifies a cached response: ``origin``, ``method``, ``path`` (with its
-    query) and the request ``headers`` (lower-case names; used to match ``Vary``)."""
-
-    origin: str
-    method: str
-    path: str
-    headers: dict[str, Any]
 
 
 class CacheValue(TypedDict, total=False):
@@ -302,36 +273,6 @@ def weak_etag_match(a: str, b: str) -> bool:
 
 
 # -- requests -------------------------------------------------------------------------------------
-
-
-def request_header_map(headers: Any) -> dict[str, Any]:
-    """Request headers (any API.md shape) as ``{lower-case name: str | list[str]}``.
-
-    Raises InvalidArgumentError for malformed headers, like the dispatcher.
-    """
-    out: dict[str, Any] = {}
-    if not headers:
-        return out
-    for name, value in header_pairs(headers):
-        key = name.lower()
-        old = out.get(key)
-        if old is None:
-            out[key] = value
-        elif isinstance(old, list):
-            old.append(value)
-        else:
-            out[key] = [old, value]
-    return out
-
-
-def cache_key(origin: Any, method: str, path: str, query: Any, headers: dict[str, Any]) -> CacheKey:
-    """The cache key of a request (the query serialised into the path as the dispatcher does)."""
-    origin = str(origin)
-    if origin.endswith("/"):
-        origin = origin[:-1]
-    if query and "?" not in path and "#" not in path and isinstance(query, dict):
-        path = path + "?" + urlencode(query, doseq=True, quote_via=quote, safe="!~*'()")
-    return {"origin": origin, "method": method, "path": path, "headers": headers}
 
 
 def request_directives(headers: dict[str, Any]) -> dict[str, Any]:
@@ -628,7 +569,7 @@ def revalidation_headers(request_headers: dict[str, Any], entry: CacheValue) -> 
     return headers
 
 
-_CONDITIONAL = frozenset({"if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range"})
+_CONDITIONAL = frozenset({"if-none-match", "if-modified-since"})
 
 
 def is_conditional(request_headers: dict[str, Any]) -> bool:

@@ -1,21 +1,67 @@
-"""The identity of a request for deduplication (sans-IO).
+"""The identity of a request (sans-IO): the key a cache files it under, and the key
+deduplication groups it by.
 
-Two requests are the same when they have the same origin, method, path
-(with its query) and request header fields, header names compared
-case-insensitively and fields listed in ``exclude`` left out. The key is a
-tuple, so it hashes and compares structurally: no two different header
-sets can collide, whatever their values contain.
+Both start from the request's origin, method and path — the query
+serialised into it exactly as the dispatcher does — and its header fields,
+names lower-cased (:func:`request_header_map`). The cache key keeps the
+headers for ``Vary`` matching; the deduplication key is a tuple including
+them (minus the excluded names), so it hashes and compares structurally: no
+two different header sets can collide, whatever their values contain.
 
 Greenlet-safe: pure functions.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
+from urllib.parse import quote, urlencode
 
-from .cache_policy import SAFE_METHODS, cache_key
+from .headers import header_pairs
 
-__all__ = ["SAFE_METHODS", "dedupe_key"]
+__all__ = ["SAFE_METHODS", "CacheKey", "cache_key", "dedupe_key", "request_header_map"]
+
+#: RFC 9110 §9.2.1.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+
+
+class CacheKey(TypedDict, total=False):
+    """What identifies a cached response: ``origin``, ``method``, ``path`` (with its
+    query) and the request ``headers`` (lower-case names; used to match ``Vary``)."""
+
+    origin: str
+    method: str
+    path: str
+    headers: dict[str, Any]
+
+
+def request_header_map(headers: Any) -> dict[str, Any]:
+    """Request headers (any API.md shape) as ``{lower-case name: str | list[str]}``.
+
+    Raises InvalidArgumentError for malformed headers, like the dispatcher.
+    """
+    out: dict[str, Any] = {}
+    if not headers:
+        return out
+    for name, value in header_pairs(headers):
+        key = name.lower()
+        old = out.get(key)
+        if old is None:
+            out[key] = value
+        elif isinstance(old, list):
+            old.append(value)
+        else:
+            out[key] = [old, value]
+    return out
+
+
+def cache_key(origin: Any, method: str, path: str, query: Any, headers: dict[str, Any]) -> CacheKey:
+    """The cache key of a request (the query serialised into the path as the dispatcher does)."""
+    origin = str(origin)
+    if origin.endswith("/"):
+        origin = origin[:-1]
+    if query and "?" not in path and "#" not in path and isinstance(query, dict):
+        path = path + "?" + urlencode(query, doseq=True, quote_via=quote, safe="!~*'()")
+    return {"origin": origin, "method": method, "path": path, "headers": headers}
 
 
 def dedupe_key(

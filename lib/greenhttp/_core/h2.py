@@ -119,6 +119,17 @@ class _ClientConnection(_H2Connection):
     def __init__(self, config: H2Configuration) -> None:
         super().__init__(config=config)
         self.held_output = b""
+        self._counts = 0
+
+    @property
+    def open_outbound_streams(self) -> int:
+        # h2 walks every stream to count them on each new stream, and drops the
+        # closed ones as it goes. The driver keeps within the peer's limit
+        # itself, so walk (and clean up) only every 32nd time.
+        self._counts += 1
+        if self._counts & 31:
+            return 0
+        return super().open_outbound_streams
 
     def _receive_goaway_frame(self, frame: Any) -> Any:
         state = self.state_machine.state
@@ -171,6 +182,7 @@ class H2Session:
         self._scheme = (b":scheme", scheme.encode("ascii"))
         self._authority = (b":authority", authority.encode("latin-1"))
         self._trailers: dict[int, list[tuple[bytes, bytes]]] = {}
+        self._fields: dict[tuple[bytes, bytes], tuple[str, str]] = {}
         #: The last stream id of the first GOAWAY received, or None.
         self.goaway: int | None = None
         #: The peer sent its SETTINGS at least once.
@@ -311,7 +323,7 @@ class H2Session:
                 append((DATA, ev.stream_id, ev.data, ev.flow_controlled_length))
             elif t is ResponseReceived:
                 try:
-                    status, headers, raw = response_head(ev.headers)
+                    status, headers, raw = response_head(ev.headers, False, self._fields)
                 except MalformedError as exc:
                     append((BAD, ev.stream_id, str(exc)))
                     continue
@@ -322,7 +334,7 @@ class H2Session:
                     append((END, ev.stream_id, None, None))
                 else:
                     try:
-                        _, fields, _ = response_head(trailers, trailers=True)
+                        _, fields, _ = response_head(trailers, True, self._fields)
                     except MalformedError as exc:
                         append((BAD, ev.stream_id, str(exc)))
                         continue
@@ -336,7 +348,7 @@ class H2Session:
                 append((RESET, ev.stream_id, int(ev.error_code)))
             elif t is InformationalResponseReceived:
                 try:
-                    status, headers, raw = response_head(ev.headers)
+                    status, headers, raw = response_head(ev.headers, False, self._fields)
                 except MalformedError as exc:
                     append((BAD, ev.stream_id, str(exc)))
                     continue
@@ -362,7 +374,14 @@ class MalformedError(ValueError):
     """A response or trailer block RFC 9113 §8.2 calls malformed (a stream error)."""
 
 
-def response_head(block: list[tuple[bytes, bytes]], trailers: bool = False) -> tuple[int, dict[str, Any], bytes]:
+_FIELD_CACHE_SIZE = 512
+
+
+def response_head(
+    block: list[tuple[bytes, bytes]],
+    trailers: bool = False,
+    cache: dict[tuple[bytes, bytes], tuple[str, str]] | None = None,
+) -> tuple[int, dict[str, Any], bytes]:
     """``(status, headers, raw)`` of a response header block, checked as RFC 9113 §8.2 says.
 
     ``headers`` is the library's shape: lower-case ``str`` names, a repeated
@@ -371,14 +390,15 @@ def response_head(block: list[tuple[bytes, bytes]], trailers: bool = False) -> t
     controller's ``raw_headers`` reads. Raises :class:`MalformedError`:
     h2's own inbound checks are off (they would fail the whole connection
     for one bad stream), and one pass here is cheaper than h2's chain.
+    ``cache`` maps fields already checked to their decoded pair: a server
+    repeats most of its fields (server, content-type, ...) on every response.
     """
     headers: dict[str, Any] = {}
     status = 0
-    name_ok = _NAME_RE.match
-    value_ok = _VALUE_RE.match
-    for name, value in block:
-        if not value_ok(value):
-            raise MalformedError(f"invalid value of the {name!r} field")
+    if cache is None:
+        cache = {}
+    for field in block:
+        name, value = field
         if name[:1] == b":":
             if name != b":status" or status or headers or trailers:
                 raise MalformedError(f"unexpected pseudo-header {name!r}")
@@ -386,12 +406,13 @@ def response_head(block: list[tuple[bytes, bytes]], trailers: bool = False) -> t
                 raise MalformedError(f"invalid :status {value!r}")
             status = int(value)
             continue
-        if not name_ok(name):
-            raise MalformedError(f"invalid field name {name!r}")
-        key = name.decode("latin-1")
-        if key in _CONNECTION_SPECIFIC or (key == "te" and value != b"trailers"):
-            raise MalformedError(f"connection-specific field {key!r}")
-        text = value.decode("latin-1")
+        pair = cache.get(field)
+        if pair is None:
+            pair = _check_field(name, value)
+            if len(cache) >= _FIELD_CACHE_SIZE:
+                cache.clear()
+            cache[(name, value)] = pair
+        key, text = pair
         old = headers.get(key)
         if old is None:
             headers[key] = [text] if key == "set-cookie" else text
@@ -402,3 +423,14 @@ def response_head(block: list[tuple[bytes, bytes]], trailers: bool = False) -> t
     if not status and not trailers:
         raise MalformedError("no :status")
     return status, headers, b"\r\n".join(map(_COLON_JOIN, block))
+
+
+def _check_field(name: bytes, value: bytes) -> tuple[str, str]:
+    if not _NAME_RE.match(name):
+        raise MalformedError(f"invalid field name {name!r}")
+    if not _VALUE_RE.match(value):
+        raise MalformedError(f"invalid value of the {name!r} field")
+    key = name.decode("latin-1")
+    if key in _CONNECTION_SPECIFIC or (key == "te" and value != b"trailers"):
+        raise MalformedError(f"connection-specific field {key!r}")
+    return key, value.decode("latin-1")

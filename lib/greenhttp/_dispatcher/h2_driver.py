@@ -40,7 +40,6 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from .. import _debug
-from .._core.body import StreamBody, to_bytes_chunk
 from .._core.h2 import (
     BAD,
     DATA,
@@ -59,7 +58,7 @@ from .._core.h2 import (
 )
 from .._core.request import EXPECTS_PAYLOAD, Request
 from .._net.stream import Transport
-from .._runtime import Deadline, GreenletExit, Parker, call_soon, getcurrent, kill, now, spawn
+from .._runtime import Deadline, GreenletExit, call_soon, getcurrent, kill, now, spawn
 from ..errors import (
     BodyTimeoutError,
     ClientDestroyedError,
@@ -67,10 +66,10 @@ from ..errors import (
     HeadersTimeoutError,
     InformationalError,
     NotSupportedError,
-    RequestContentLengthMismatchError,
     ResponseExceededMaxSizeError,
     SocketError,
 )
+from .h2_stream import H2Stream, Uploads, replayable
 
 if TYPE_CHECKING:
     from .client import Client
@@ -87,49 +86,6 @@ class _Wake(Exception):
     """Thrown into the reader parked in its socket read: there is work for it."""
 
 
-class _Stream:
-    """One request on the connection, and what the driver tracks for it."""
-
-    __slots__ = (
-        "sid",
-        "req",
-        "due",
-        "responded",
-        "done",
-        "local_closed",
-        "received",
-        "held",
-        "unacked",
-        "end_pending",
-        "out",
-        "out_off",
-        "window",
-        "expect",
-        "retried",
-    )
-
-    def __init__(self, sid: int, req: Request, retried: bool) -> None:
-        self.sid = sid
-        self.req = req
-        self.due = 0.0  # when its timeout fires (0: none)
-        self.responded = False  # the final response head arrived
-        self.done = False
-        self.local_closed = False  # our END_STREAM went out
-        self.received = 0  # body bytes, for max_response_size
-        self.held: deque[tuple[bytes, int]] | None = None  # DATA that arrived while paused
-        self.unacked = 0  # delivered bytes whose stream window is held back (paused)
-        self.end_pending: tuple[Any, Any] | None = None  # END that arrived while paused
-        self.out: memoryview | None = None  # the rest of a bytes body, waiting for window
-        self.out_off = 0
-        self.window: Parker | None = None  # a body greenlet waiting for window
-        self.expect = False  # waiting for 100 Continue before the body
-        self.retried = retried  # already retried once after REFUSED_STREAM
-
-
-def _replayable(req: Request) -> bool:
-    return not isinstance(req.body, StreamBody)
-
-
 class H2Connection:
     """An HTTP/2 connection of a :class:`Client`. Used from the client's greenlets only."""
 
@@ -141,6 +97,7 @@ class H2Connection:
         opts = client._opts
         origin = client._origin
         self.client = client
+        self._opts = opts
         self.sock = sock
         self.transport = Transport(sock)
         self.session = H2Session(
@@ -151,7 +108,7 @@ class H2Connection:
             authority=origin.host,
         )
         self.session.start()
-        self.running: dict[int, _Stream] = {}
+        self.running: dict[int, H2Stream] = {}
         self.reset = False  # no new streams (GOAWAY, max_requests_per_client); close when idle
         self.destroyed = False
         self.count = 0  # streams opened
@@ -161,15 +118,13 @@ class H2Connection:
         self._error: BaseException | None = None
         self._goaway_error: BaseException | None = None
         self._finished = False
-        self._uploads: dict[_Stream, None] = {}  # streams waiting for send window
-        self._bodies: set[Any] = set()  # greenlets reading streamed request bodies
         self._writer: Any = None
         self._flush_scheduled = False
         self._processing = False  # the reader is handling a batch (it flushes at the end)
         self._in_read = False
         self._wake_scheduled = False
         self._work = False
-        self._resumed: list[_Stream] = []
+        self._resumed: list[H2Stream] = []
         self._timers_due = False
         self._deadline = Deadline(self._on_deadline)
         self._next_due = _INF
@@ -181,6 +136,7 @@ class H2Connection:
         self._remember_session = (
             getattr(client._connector, "remember_session", None) if origin.is_https else None
         )
+        self.uploads = Uploads(self)
         self._handlers = {
             RESPONSE: self._on_response,
             INFO: self._on_info,
@@ -220,7 +176,7 @@ class H2Connection:
             req.on_error(NotSupportedError("upgrade and CONNECT are not supported over HTTP/2"))
             return
         self.count += 1
-        limit = self.client._opts.max_requests_per_client
+        limit = self._opts.max_requests_per_client
         if limit and self.count >= limit:
             self.reset = True
         self._open(req, False)
@@ -241,15 +197,18 @@ class H2Connection:
             if expect:
                 block.append((b"expect", b"100-continue"))
             sid = session.open_stream(block, body is None)
-        except (InformationalError, ProtocolError) as exc:
+        except InformationalError as exc:
             req.on_error(exc)
             return
-        stream = _Stream(sid, req, retried)
+        except ProtocolError as exc:  # e.g. the peer lowered its stream limit just now
+            req.on_error(SocketError(f"HTTP/2: cannot open a stream: {exc}", self._socket_info(), cause=exc))
+            return
+        stream = H2Stream(sid, req, retried)
         self.running[sid] = stream
         req.abort_hook = self._abort_request
         req.resume_hook = self._resume_request
         self._idle_due = 0.0
-        t = req.headers_timeout if req.headers_timeout is not None else self.client._opts.headers_timeout
+        t = req.headers_timeout if req.headers_timeout is not None else self._opts.headers_timeout
         if t:
             self._arm(stream, now() + t)
         if _DEBUG():
@@ -259,100 +218,8 @@ class H2Connection:
         elif expect:
             stream.expect = True
         else:
-            self._start_body(stream)
+            self.uploads.start(stream)
         self._schedule_flush()
-
-    def _start_body(self, stream: _Stream) -> None:
-        body = stream.req.body
-        if type(body) is bytes:
-            stream.out = memoryview(body)
-            self._pump(stream)
-        else:
-            g = spawn(self._stream_body, stream)
-            self._bodies.add(g)
-
-    def _pump(self, stream: _Stream) -> None:
-        """Send as much of a bytes body as the windows allow; the rest waits for WINDOW_UPDATE."""
-        view = stream.out
-        assert view is not None
-        session = self.session
-        sid = stream.sid
-        off = stream.out_off
-        total = len(view)
-        frame = session.max_frame_size
-        while off < total:
-            window = session.send_window(sid)
-            if window <= 0:
-                break
-            n = min(window, frame, total - off)
-            session.send_data(sid, view[off : off + n], off + n == total)
-            off += n
-        stream.out_off = off
-        if off < total:
-            self._uploads[stream] = None
-        else:
-            stream.out = None
-            stream.local_closed = True
-            self._uploads.pop(stream, None)
-
-    def _stream_body(self, stream: _Stream) -> None:
-        """A body greenlet: read a streamed body and send it as window allows."""
-        req = stream.req
-        body = req.body
-        assert isinstance(body, StreamBody)
-        declared = req.content_length if req.content_length is not None else body.length
-        session = self.session
-        sid = stream.sid
-        written = 0
-        try:
-            if body.used:
-                raise RequestContentLengthMismatchError("the request body stream was already used")
-            body.used = True
-            try:
-                for item in body.chunks:
-                    if stream.done:
-                        return
-                    chunk = to_bytes_chunk(item)
-                    if not chunk:
-                        continue
-                    written += len(chunk)
-                    if declared is not None and written > declared:
-                        raise RequestContentLengthMismatchError()
-                    view = memoryview(chunk)
-                    off = 0
-                    while off < len(view):
-                        if stream.done:
-                            return
-                        window = session.send_window(sid)
-                        if window <= 0:
-                            self._uploads[stream] = None
-                            parker = stream.window = Parker()
-                            parker.get()
-                            stream.window = None
-                            continue
-                        n = min(window, session.max_frame_size, len(view) - off)
-                        session.send_data(sid, view[off : off + n])
-                        off += n
-                        self._schedule_flush()
-            except (RequestContentLengthMismatchError, GreenletExit):
-                raise
-            except Exception as exc:
-                # The body iterator raised: the request fails with that error.
-                req.abort(exc)
-                return
-            if declared is not None and written != declared:
-                raise RequestContentLengthMismatchError()
-            if not stream.done:
-                session.end_stream(sid)
-                stream.local_closed = True
-                self._schedule_flush()
-        except RequestContentLengthMismatchError as exc:
-            if not stream.done:
-                self._fail_stream(stream, exc)
-        except GreenletExit:
-            pass
-        finally:
-            self._bodies.discard(getcurrent())
 
     # -- flushing -------------------------------------------------------------------------------
     def _schedule_flush(self) -> None:
@@ -402,7 +269,7 @@ class H2Connection:
         self.destroy(SocketError(str(exc) or exc.__class__.__name__, self._socket_info(), cause=exc))
 
     # -- timers --------------------------------------------------------------------------------
-    def _arm(self, stream: _Stream | None, due: float) -> None:
+    def _arm(self, stream: H2Stream | None, due: float) -> None:
         if stream is not None:
             stream.due = due
         if due < self._next_due:
@@ -448,7 +315,7 @@ class H2Connection:
         payload = struct.pack(">Q", self._pings)
         self.session.ping(payload)
         self._ping = (payload, time.monotonic())
-        self._ping_due = now() + self.client._opts.ping_interval
+        self._ping_due = now() + self._opts.ping_interval
 
     # -- waking the reader --------------------------------------------------------------------------
     def _wake(self) -> None:
@@ -491,7 +358,7 @@ class H2Connection:
         view = memoryview(buf)
         err: BaseException | None = None
         wait_first = True
-        interval = self.client._opts.ping_interval
+        interval = self._opts.ping_interval
         if interval:
             self._ping_due = now() + interval
             self._arm(None, self._ping_due)
@@ -552,13 +419,13 @@ class H2Connection:
         if stream is None:
             return
         req = stream.req
-        if len(raw) > self.client._opts.max_header_size:
+        if len(raw) > self._opts.max_header_size:
             self._fail_stream(stream, HeadersOverflowError())
             return
         stream.responded = True
         stream.expect = False  # a final answer before 100 Continue: the body is not sent
         req.raw_head = raw
-        t = req.body_timeout if req.body_timeout is not None else self.client._opts.body_timeout
+        t = req.body_timeout if req.body_timeout is not None else self._opts.body_timeout
         stream.due = self._now + t if t else 0.0
         if stream.due:
             self._arm(stream, stream.due)
@@ -576,7 +443,7 @@ class H2Connection:
         if status == 100:
             if stream.expect:
                 stream.expect = False
-                self._start_body(stream)
+                self.uploads.start(stream)
             return
         stream.req.raw_head = raw
         stream.req.on_headers(status, headers, "")
@@ -590,7 +457,7 @@ class H2Connection:
             return
         req = stream.req
         stream.received += len(data)
-        limit = self.client._opts.max_response_size
+        limit = self._opts.max_response_size
         if limit >= 0 and stream.received > limit:
             session.ack(sid, flow)
             self._fail_stream(stream, ResponseExceededMaxSizeError())
@@ -612,7 +479,7 @@ class H2Connection:
             return
         session.ack(sid, flow)
         if stream.due:
-            t = req.body_timeout if req.body_timeout is not None else self.client._opts.body_timeout
+            t = req.body_timeout if req.body_timeout is not None else self._opts.body_timeout
             stream.due = self._now + t
 
     def _on_end(self, ev: tuple[Any, ...]) -> None:
@@ -628,7 +495,7 @@ class H2Connection:
             return
         self._complete(stream, trailers, raw)
 
-    def _complete(self, stream: _Stream, trailers: Any, raw: Any) -> None:
+    def _complete(self, stream: H2Stream, trailers: Any, raw: Any) -> None:
         req = stream.req
         self._remove(stream)
         if not stream.local_closed:
@@ -650,7 +517,7 @@ class H2Connection:
         if stream is None:
             return
         req = stream.req
-        if code == ErrorCodes.REFUSED_STREAM and not stream.responded and _replayable(req):
+        if code == ErrorCodes.REFUSED_STREAM and not stream.responded and replayable(req):
             # RFC 9113 §8.7: the server did not process it; try once more.
             self._remove(stream)
             if self.reset:
@@ -668,20 +535,12 @@ class H2Connection:
         self._stream_done()
 
     def _on_settings(self, ev: tuple[Any, ...]) -> None:
-        self._limit = min(self.client._opts.max_concurrent_streams, self.session.peer_max_concurrent_streams)
+        self._limit = min(self._opts.max_concurrent_streams, self.session.peer_max_concurrent_streams)
         self.client._resume()
 
     def _on_window(self, ev: tuple[Any, ...]) -> None:
-        if not self._uploads:
-            return
-        for stream in list(self._uploads):
-            if stream.out is not None:
-                self._pump(stream)
-            else:
-                self._uploads.pop(stream, None)
-                parker = stream.window
-                if parker is not None:
-                    parker.set()
+        if self.uploads.waiting:
+            self.uploads.window_opened()
 
     def _on_goaway(self, ev: tuple[Any, ...]) -> None:
         _, last, code, _debug_data = ev
@@ -700,7 +559,7 @@ class H2Connection:
             self._remove(stream)
             self.session.reset_stream(sid, ErrorCodes.CANCEL)
             req = stream.req
-            if _replayable(req) and req not in _GOAWAY_REPLAYED:
+            if replayable(req) and req not in _GOAWAY_REPLAYED:
                 _GOAWAY_REPLAYED.add(req)
                 replay.append(req)
             else:
@@ -722,14 +581,10 @@ class H2Connection:
             self.client.emit("ping", time.monotonic() - ping[1])
 
     # -- stream bookkeeping ------------------------------------------------------------------------------------
-    def _remove(self, stream: _Stream) -> None:
+    def _remove(self, stream: H2Stream) -> None:
         stream.done = True
         self.running.pop(stream.sid, None)
-        if self._uploads:
-            self._uploads.pop(stream, None)
-        parker = stream.window
-        if parker is not None:
-            parker.set()
+        self.uploads.drop(stream)
 
     def _stream_done(self) -> None:
         """A stream left: close a session that takes no new streams, or ask for more work."""
@@ -745,11 +600,11 @@ class H2Connection:
         self.client._resume()
 
     def _start_idle(self) -> None:
-        keep_alive = self.client._opts.keep_alive_timeout
+        keep_alive = self._opts.keep_alive_timeout
         self._idle_due = now() + keep_alive
         self._arm(None, self._idle_due)
 
-    def _fail_stream(self, stream: _Stream, err: BaseException, code: int = ErrorCodes.CANCEL) -> None:
+    def _fail_stream(self, stream: H2Stream, err: BaseException, code: int = ErrorCodes.CANCEL) -> None:
         """Fail one request; the other streams go on (RST_STREAM for this one only)."""
         if stream.done:
             return
@@ -769,7 +624,7 @@ class H2Connection:
             return
         client._pending.extendleft(reversed(reqs))
 
-    def _find(self, req: Request) -> _Stream | None:
+    def _find(self, req: Request) -> H2Stream | None:
         for stream in self.running.values():
             if stream.req is req:
                 return stream
@@ -790,7 +645,7 @@ class H2Connection:
             self._resumed.append(stream)
             self._wake()
 
-    def _drain_held(self, stream: _Stream) -> None:
+    def _drain_held(self, stream: H2Stream) -> None:
         """On the reader: a resumed stream gets its held data, and its window back."""
         req = stream.req
         if stream.done or req.paused:
@@ -813,7 +668,7 @@ class H2Connection:
             trailers, raw = stream.end_pending
             self._complete(stream, trailers, raw)
             return
-        t = req.body_timeout if req.body_timeout is not None else self.client._opts.body_timeout
+        t = req.body_timeout if req.body_timeout is not None else self._opts.body_timeout
         if t and stream.responded:
             self._arm(stream, now() + t)
 
@@ -839,8 +694,7 @@ class H2Connection:
         writer = self._writer
         if writer is not None:
             kill(writer)
-        for g in list(self._bodies):
-            kill(g)
+        self.uploads.close()
         transport = self.transport
         if transport.fast and not transport.closed:
             # Best effort, never blocking: say goodbye (GOAWAY) with whatever is queued.
@@ -852,7 +706,6 @@ class H2Connection:
         transport.close()
         streams = list(self.running.values())
         self.running.clear()
-        self._uploads.clear()
         for stream in streams:
             stream.done = True
             stream.req.on_error(err)

@@ -44,9 +44,9 @@ def _warn_once() -> None:
         return
     _warned = True
     warning = ExperimentalWarning(
-        "WebSocketStream is experimental! Expect it to change at any time. [GREENHTTP-WSS]"
+        "WebSocketStream is experimental! Expect it to change at any time. [GREENHTTP-WSS]",
+        code="GREENHTTP-WSS",
     )
-    warning.code = "GREENHTTP-WSS"  # type: ignore[attr-defined]
     warnings.warn(warning, stacklevel=3)
 
 

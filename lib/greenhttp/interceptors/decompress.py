@@ -33,8 +33,10 @@ def _warn_once() -> None:
     if not _warned:
         _warned = True
         warnings.warn(
-            "the decompress interceptor is experimental and subject to change",
-            ExperimentalWarning,
+            ExperimentalWarning(
+                "the decompress interceptor is experimental and subject to change",
+                code="GREENHTTP-DECOMPRESS",
+            ),
             stacklevel=3,
         )
 
