@@ -31,6 +31,17 @@ class BodyReadable:
     greenlet while one greenlet reads is the supported concurrency.
     """
 
+    # State that starts the same for every body lives on the class (cheap construction).
+    _size = 0
+    _ended = False
+    _error: BaseException | None = None
+    _parker: Parker | None = None
+    _used = False
+    _closed = False
+    _read_all = False
+    _limit = -1  # dump(): discard, and abort past this many bytes
+    _dumped = 0
+
     def __init__(
         self,
         controller: Any = None,
@@ -39,17 +50,8 @@ class BodyReadable:
         high_water_mark: int = 65536,
     ) -> None:
         self._chunks: deque[bytes] = deque()
-        self._size = 0
-        self._ended = False
-        self._error: BaseException | None = None
-        self._parker: Parker | None = None
         self._controller = controller
         self._hwm = high_water_mark
-        self._used = False
-        self._closed = False
-        self._read_all = False
-        self._limit = -1  # dump(): discard, and abort past this many bytes
-        self._dumped = 0
         self.content_length = content_length
         self.content_type = content_type
 

@@ -40,8 +40,6 @@ _VALUE_CHAR = rb"[\t\x20-\x7e\x80-\xff]"
 _LINE = _TOKEN + rb":" + _VALUE_CHAR + rb"*\r\n"
 _BLOCK_RE = re.compile(rb"(?:" + _LINE + rb")*")
 _STATUS_RE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: (" + _VALUE_CHAR + rb"*))?\r\n")
-# Applied to the latin-1 text of a validated block, so it cannot mis-split.
-_FIELD_RE = re.compile(r"([^:\r\n]+):[\t ]*([^\r\n]*?)[\t ]*\r\n")
 _CHUNK_SIZE_RE = re.compile(rb"([0-9A-Fa-f]{1,16})(;[\t\x20-\x7e\x80-\xff]*)?\r\n")
 
 _MAX_START_LINE = 8192
@@ -81,8 +79,13 @@ def parse_header_block(block: bytes) -> dict[str, Any]:
     if end != len(block):
         raise HTTPParserError("invalid header line", "HPE_INVALID_HEADER_TOKEN", block[end : end + 64])
     headers: dict[str, Any] = {}
-    for name, value in _FIELD_RE.findall(block.decode("latin-1")):
+    lines = block.decode("latin-1").split("\r\n")
+    lines.pop()  # the block ends with CRLF
+    # The block matched _BLOCK_RE, so every line is exactly token ":" value.
+    for line in lines:
+        name, _, value = line.partition(":")
         name = name.lower()
+        value = value.strip(" \t")
         old = headers.get(name)
         if old is None:
             headers[name] = [value] if name == "set-cookie" else value
