@@ -463,3 +463,18 @@ def test_response_to_head_is_not_bounded_by_content_length(make_server, make_cli
     server = make_server(handler)
     client = make_client(server.origin, max_response_size=10)
     assert client.request(path="/", method="HEAD").body.bytes() == b""
+
+
+def test_request_written_as_the_idle_timer_fires_is_not_a_timeout(make_server, make_client):
+    """The idle deadline firing while a new request is written must not fail that request."""
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin, keep_alive_timeout=0.02)
+    failures = []
+    for i in range(40):
+        client.request(path="/").body.bytes()
+        gevent.sleep(0.02 + (i % 10) * 0.0005)  # land on the idle deadline
+        try:
+            assert client.request(path="/").body.bytes() == b"ok"
+        except Exception as exc:
+            failures.append(exc)
+    assert failures == []

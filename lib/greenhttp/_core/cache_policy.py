@@ -189,11 +189,11 @@ def parse_cache_control(value: Any) -> dict[str, Any]:
         if not key:
             continue
         bad_spacing = eq and (name != name.rstrip(" \t") or arg != arg.lstrip(" \t"))
-        arg = arg.strip(" \t") if eq else None
+        value_text = arg.strip(" \t") if eq else None
         if key in _NUMERIC:
-            number = None if bad_spacing else _delta(arg)
+            number = None if bad_spacing else _delta(value_text)
             if number is None:
-                if key == "max-stale" and arg is None:
+                if key == "max-stale" and value_text is None:
                     number = MAX_DELTA
                 elif key in ("max-age", "s-maxage"):
                     number = 0
@@ -203,14 +203,14 @@ def parse_cache_control(value: Any) -> dict[str, Any]:
             if old is None or (number > old if key == "min-fresh" else number < old):
                 out[key] = number
         elif key in ("no-cache", "private"):
-            fields = _field_list(arg) if arg else None
+            fields = _field_list(value_text) if value_text else None
             if fields is None or out.get(key) is True:
                 out[key] = True
             else:
                 out[key] = out.get(key, []) + fields
         elif key in _RESTRICTIVE_FLAGS:
             out[key] = True
-        elif key in _FLAGS and arg is None:
+        elif key in _FLAGS and value_text is None:
             out[key] = True
         elif _TOKEN.match(key) is None:
             # A mangled restrictive directive ('no-store"', 'private;x') is honoured, never dropped.

@@ -48,7 +48,11 @@ _DEBUG = _debug.core_enabled
 
 
 class _TimeoutFired(Exception):
-    """Thrown into the reader greenlet when its deadline passes."""
+    """Thrown into the reader greenlet when its deadline passes, for the phase it was set in."""
+
+    def __init__(self, phase: int) -> None:
+        super().__init__(phase)
+        self.phase = phase
 
 
 class H1Connection:
@@ -70,6 +74,7 @@ class H1Connection:
         self.keep_alive_timeout = client._opts.keep_alive_timeout
         self.max_concurrent = client._pipelining or 1  # the client updates it when pipelining changes
         self.reader: Any = None
+        self._view = memoryview(bytearray(65536))  # the reader's receive buffer
         self._writer: Any = None  # the greenlet writing a large or streamed body, if any
         self._phase = _IDLE
         self._deadline = Deadline(self._on_deadline)
@@ -300,7 +305,7 @@ class H1Connection:
     def _on_deadline(self) -> None:
         # Runs in the hub: hand the failure to the reader greenlet.
         if self.reader is not None and not self.destroyed:
-            kill(self.reader, _TimeoutFired())
+            kill(self.reader, _TimeoutFired(self._phase))
 
     # -- parser sink (called on the reader greenlet) --------------------------------
     def on_head(self, status: int, reason: str, headers: dict[str, Any], raw: bytes, keep_alive: bool) -> bool:
@@ -392,45 +397,24 @@ class H1Connection:
     def read_loop(self) -> None:
         """Read and parse until the connection ends. Runs on the connection's greenlet."""
         self.reader = getcurrent()
-        transport = self.transport
-        parser = self.parser
-        buf = bytearray(65536)
-        view = memoryview(buf)
         err: BaseException | None = None
-        wait_first = True
         try:
-            while not self.destroyed:
-                if self._stop_reading:
+            while True:
+                try:
+                    err = self._read_until_done()
                     break
-                head = self.running[0] if self.running else None
-                if head is not None and head.paused:
-                    self._wait_resume(head)
-                    parser.feed(b"")
-                    continue
-                remaining = parser.body_remaining
-                if remaining > 65536 and head is not None and head.read_all:
-                    # The consumer takes the whole body: read it straight into one buffer.
-                    data = self._read_exact(min(remaining, _BIG_READ))
-                    if data is None:
-                        err = self._eof()
-                        break
-                    parser.feed(data)
-                    continue
-                if wait_first:
-                    self._arm_for_wait()
-                n = transport.recv_into(view, wait_first)
-                if n == 0:
-                    err = self._eof()
+                except _TimeoutFired as fired:
+                    if fired.phase != self._phase or self._deadline.deadline is not None:
+                        # Re-armed between firing and delivery (a request was written
+                        # just as the idle timer fired): not a timeout any more.
+                        continue
+                    if fired.phase == _HEADERS:
+                        err = HeadersTimeoutError()
+                    elif fired.phase == _BODY:
+                        err = BodyTimeoutError()
+                    else:
+                        err = InformationalError("socket idle timeout")
                     break
-                wait_first = n < 65536
-                parser.feed(view[:n].tobytes())
-        except _TimeoutFired:
-            if self._phase == _HEADERS:
-                err = HeadersTimeoutError()
-            elif self._phase == _BODY:
-                err = BodyTimeoutError()
-            else:
-                err = InformationalError("socket idle timeout")
         except GreenletExit:
             err = self._error or InformationalError("destroyed")
         except OSError as exc:
@@ -445,6 +429,35 @@ class H1Connection:
         if err is None:
             err = InformationalError("reset")
         self._finish(err)
+
+    def _read_until_done(self) -> BaseException | None:
+        """The read loop proper; returns the error that ended it (None: a clean end)."""
+        transport = self.transport
+        parser = self.parser
+        view = self._view
+        wait_first = True
+        while not self.destroyed and not self._stop_reading:
+            head = self.running[0] if self.running else None
+            if head is not None and head.paused:
+                self._wait_resume(head)
+                parser.feed(b"")
+                continue
+            remaining = parser.body_remaining
+            if remaining > 65536 and head is not None and head.read_all:
+                # The consumer takes the whole body: read it straight into one buffer.
+                data = self._read_exact(min(remaining, _BIG_READ))
+                if data is None:
+                    return self._eof()
+                parser.feed(data)
+                continue
+            if wait_first:
+                self._arm_for_wait()
+            n = transport.recv_into(view, wait_first)
+            if n == 0:
+                return self._eof()
+            wait_first = n < 65536
+            parser.feed(view[:n].tobytes())
+        return None
 
     def _read_exact(self, size: int) -> bytes | None:
         """Read ``size`` body bytes straight into one buffer (big known-length bodies)."""

@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 from .._core import cache_policy as policy
 from .._runtime import call_soon
@@ -280,6 +281,7 @@ class CacheHandler(DecoratorHandler):
         self.key = key
         self.request_time = time.time()
         self.writer: Any = None
+        self.write_key = key
         self.history: Any = None
 
     def on_request_start(self, controller: Any, context: Any) -> None:
@@ -300,11 +302,13 @@ class CacheHandler(DecoratorHandler):
                 for path in policy.invalidation_paths(key, headers):
                     self.ctx.delete({**key, "path": path})
             return
-        if not self._same_origin_chain():
+        key = self._storage_key()
+        if key is None:
             return
         entry = self.ctx.entry(key, status, message or "", headers, self.request_time, time.time())
         if entry is not None:
             self.writer = self.ctx._writer(key, entry)
+            self.write_key = key
         if key["method"] == "HEAD" and status == 200:
             self._freshen_get(headers)
 
@@ -330,17 +334,23 @@ class CacheHandler(DecoratorHandler):
         fresh["etag"] = fresh.get("etag") or stored.get("etag")
         self.ctx.put(key, fresh, b"".join(_chunks(stored.get("body"))))
 
-    def _same_origin_chain(self) -> bool:
-        """A response reached through redirects is stored under the request's key only if every
-        hop stayed on its origin, and never for a request carrying credentials."""
+    def _storage_key(self) -> policy.CacheKey | None:
+        """The key to store the response under: the request's, or, when redirects were
+        followed (the redirect interceptor's ``history``), the final URL's — provided every
+        hop stayed on the request's origin and the request carried no credentials."""
         history = self.history
         if not history or len(history) < 2:
-            return True
+            return self.key
         headers = self.key.get("headers") or {}
         if "authorization" in headers or "cookie" in headers or "proxy-authorization" in headers:
-            return False
-        origin = self.key["origin"].lower()
-        return all(str(hop).lower().startswith(origin + "/") or str(hop).lower() == origin for hop in history)
+            return None
+        origin = urlsplit(self.key["origin"])
+        for hop in history:
+            url = urlsplit(str(hop))
+            if (url.scheme.lower(), url.netloc.lower()) != (origin.scheme.lower(), origin.netloc.lower()):
+                return None
+        final = urlsplit(str(history[-1]))
+        return {**self.key, "path": (final.path or "/") + (f"?{final.query}" if final.query else "")}
 
     def on_response_data(self, controller: Any, chunk: bytes) -> None:
         writer = self.writer
@@ -351,7 +361,7 @@ class CacheHandler(DecoratorHandler):
             except Exception as exc:
                 _log.warning("greenhttp: cache store write failed: %r", exc)
                 self.writer = None
-                self.ctx.delete(self.key)
+                self.ctx.delete(self.write_key)
         super().on_response_data(controller, chunk)
 
     def on_response_end(self, controller: Any, trailers: Any) -> None:
@@ -362,7 +372,7 @@ class CacheHandler(DecoratorHandler):
                 writer.end()
             except Exception as exc:
                 _log.warning("greenhttp: cache store write failed: %r", exc)
-                self.ctx.delete(self.key)
+                self.ctx.delete(self.write_key)
         super().on_response_end(controller, trailers)
 
     def on_response_error(self, controller: Any, err: BaseException) -> None:
@@ -472,11 +482,7 @@ class RevalidationHandler(CacheHandler):
         entry = self.entry
         assert entry is not None and self.not_modified is not None
         headers, response_time = self.not_modified
-        etag = headers.get("etag")
-        if (etag is not None and (not policy.valid_etag(etag) or entry.get("etag") is None
-                                  or not policy.weak_etag_match(etag, entry["etag"]))) or (
-            "vary" in headers and policy.parse_vary(headers["vary"]) is None
-        ):
+        if not _validates(headers, entry):
             # The 304 does not validate what we hold: forget it and ask again, unconditionally.
             self.ctx.delete(self.key)
             self.entry = None
@@ -509,6 +515,17 @@ class RevalidationHandler(CacheHandler):
             if not self.relay.start(None):
                 return
         self.relay.play(*answer(entry, age, stale, self.key.get("headers") or {}, self.head_only))
+
+
+def _validates(headers: dict[str, Any], entry: policy.CacheValue) -> bool:
+    """Whether a 304 with ``headers`` is about ``entry`` (RFC 9111 §4.3.4): its ETag, if any,
+    matches the stored one, and its Vary is usable."""
+    etag = headers.get("etag")
+    if etag is not None:
+        stored = entry.get("etag")
+        if stored is None or not policy.valid_etag(etag) or not policy.weak_etag_match(etag, stored):
+            return False
+    return "vary" not in headers or policy.parse_vary(headers["vary"]) is not None
 
 
 def not_modified_headers(entry: policy.CacheValue, age: float) -> dict[str, Any]:

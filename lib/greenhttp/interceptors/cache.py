@@ -154,7 +154,13 @@ class _CacheDispatch:
         method = opts.get("method")
         origin = opts.get("origin")
         path = opts.get("path")
-        if origin is None or type(path) is not str or opts.get("upgrade") is not None or method == "CONNECT":
+        if (
+            origin is None
+            or type(path) is not str
+            or type(method) is not str
+            or method == "CONNECT"
+            or opts.get("upgrade") is not None
+        ):
             return dispatch(opts, handler)
         safe = method in policy.SAFE_METHODS
         if safe and method not in self.methods:

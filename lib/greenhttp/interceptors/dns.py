@@ -41,11 +41,11 @@ _NOT_FOUND = frozenset({getattr(socket, n) for n in ("EAI_NONAME", "EAI_NODATA")
 
 def _error_code(err: BaseException) -> str | None:
     """The Node-style code of an error: an errno name found on it or its causes, else ``.code``."""
-    seen = err
+    seen: BaseException | None = err
     while seen is not None:
         if isinstance(seen, socket.gaierror):
             return "ENOTFOUND" if seen.errno in _NOT_FOUND else None
-        if isinstance(seen, OSError) and seen.errno in errno.errorcode:
+        if isinstance(seen, OSError) and seen.errno is not None and seen.errno in errno.errorcode:
             return errno.errorcode[seen.errno]
         seen = seen.__cause__ or seen.__context__
     code = getattr(err, "code", None)
