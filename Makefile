@@ -36,3 +36,22 @@ bench: $(STAMP) system-deps
 
 clean:
 	rm -rf $(VENV) build dist lib/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+# The documentation site (docs/, Sphinx + MyST + furo). Warnings are errors,
+# and every code sample on the pages is then run against a loopback server.
+# The site is written to docs/_build/html (git-ignored). A clean build each
+# time: Sphinx re-reads only changed pages, so an incremental build would
+# not repeat the warnings of unchanged ones.
+DOCS_OUT   := docs/_build/html
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): pyproject.toml setup.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	rm -rf $(DOCS_OUT) docs/_build/doctrees
+	$(PY) -m sphinx -b html -W --keep-going -q -d docs/_build/doctrees docs $(DOCS_OUT)
+	$(PY) docs/check_samples.py
+	@echo "docs: $(DOCS_OUT)/index.html"

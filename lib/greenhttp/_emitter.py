@@ -60,6 +60,7 @@ class EventEmitter:
     remove_listener = off
 
     def remove_all_listeners(self, event: str | None = None) -> EventEmitter:
+        """Remove every listener of ``event`` (of all events when None). Returns self."""
         if event is None:
             self._listeners.clear()
         else:

@@ -367,3 +367,41 @@ def test_generator_raising_fails_the_request(make_server, make_client):
     with pytest.raises(ValueError, match="body source failed"):
         client.request(path="/", method="POST", body=gen())
     wait_for(lambda: client.stats.size == 0, what="the request to end")
+
+
+def test_blob_body_brings_its_type(make_server, make_client):
+    import greenhttp
+
+    req, _ = one_request(make_server, make_client, method="POST", body=greenhttp.Blob([b"<a/>"], type="text/xml"))
+    assert req.body == b"<a/>" and req.header("content-length") == "4"
+    assert req.header("content-type") == "text/xml"
+
+
+def test_blob_body_keeps_the_callers_content_type(make_server, make_client):
+    import greenhttp
+
+    req, _ = one_request(
+        make_server,
+        make_client,
+        method="POST",
+        headers={"content-type": "application/xml"},
+        body=greenhttp.Blob([b"<a/>"], type="text/xml"),
+    )
+    assert req.header("content-type") == "application/xml"
+
+
+def test_type_of_service_is_set_on_the_socket(make_server, make_client):
+    import socket
+
+    seen = []
+
+    def handler(conn):
+        seen.append(conn)
+        while conn.read_request() is not None:
+            conn.respond(b"ok")
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    assert client.request(path="/", type_of_service=0x10).body.bytes() == b"ok"
+    sock = client._conn.sock  # the client's socket, to read the option back
+    assert sock.getsockopt(socket.IPPROTO_IP, socket.IP_TOS) == 0x10

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from .blob import Blob
 
 __all__ = ["StreamBody", "normalize_body", "to_bytes_chunk"]
 
@@ -82,11 +83,13 @@ def normalize_body(body: Any) -> bytes | StreamBody | None:
         return bytes(body) or None
     if isinstance(body, StreamBody):
         return body
+    if isinstance(body, Blob):
+        return body.bytes() or None
     if hasattr(body, "read"):
         return StreamBody(_file_chunks(body), _file_length(body), body)
     if isinstance(body, Iterable) and not isinstance(body, dict):
         return StreamBody(iter(body), None, body)
     raise InvalidArgumentError(
-        "body must be bytes, bytearray, memoryview, str, a file-like object or an iterable "
+        "body must be bytes, bytearray, memoryview, str, Blob, a file-like object or an iterable "
         f"of bytes, got {type(body).__name__}"
     )

@@ -25,6 +25,7 @@ from ..errors import (
     NotSupportedError,
     RequestAbortedError,
 )
+from .blob import Blob
 from .body import StreamBody, normalize_body
 from .headers import TOKEN_RE, check_header_value, header_pairs, raw_header_list
 
@@ -197,6 +198,11 @@ class Request:
         self.blocking = blocking if blocking is not None else method != "HEAD"
         if self.content_length is not None:
             self._check_length()
+        blob_type = self.__dict__.get("_blob_type")
+        if blob_type and self.content_type is None:
+            # A Blob body brings its media type unless the caller set one (REFERENCE §3.4).
+            self.headers = [*self.headers, ("content-type", blob_type)]
+            self.content_type = blob_type
 
     @staticmethod
     def _check_method(method: Any) -> str:
@@ -271,6 +277,8 @@ class Request:
 
     def _set_body(self, value: Any) -> None:
         self.body = normalize_body(value)
+        if isinstance(value, Blob) and value.type:
+            self._blob_type = value.type
 
     def _special_headers(self, pairs: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], bool]:
         out = []

@@ -35,12 +35,19 @@ class Dispatcher(EventEmitter):
     __slots__ = ("__dict__",)
 
     def dispatch(self, options: dict[str, Any], handler: Any) -> bool:  # pragma: no cover - abstract
+        """Start a request described by ``options``, reporting to ``handler``. Never blocks.
+
+        Returns False when the dispatcher is busy (the request is still
+        accepted; wait for ``drain`` before sending more).
+        """
         raise NotImplementedError
 
     def close(self, callback: Callable[..., Any] | None = None) -> None:  # pragma: no cover - abstract
+        """Finish queued requests, then release every connection. Blocks until done."""
         raise NotImplementedError
 
     def destroy(self, err: BaseException | None = None, callback: Any = None) -> None:  # pragma: no cover
+        """Abort every queued and running request with ``err`` and close now. Blocks until closed."""
         raise NotImplementedError
 
     # -- blocking helpers ------------------------------------------------------------

@@ -74,6 +74,7 @@ class H1Connection:
         self.keep_alive_timeout = client._opts.keep_alive_timeout
         self.max_concurrent = client._pipelining or 1  # the client updates it when pipelining changes
         self.reader: Any = None
+        self._tos: int | None = None  # the IP type of service last set by a request
         self._view = memoryview(bytearray(65536))  # the reader's receive buffer
         self._writer: Any = None  # the greenlet writing a large or streamed body, if any
         self._phase = _IDLE
@@ -157,6 +158,9 @@ class H1Connection:
             head += b"expect: 100-continue\r\n"
         head += b"\r\n"
 
+        if req.type_of_service is not None and req.type_of_service != self._tos:
+            self._tos = req.type_of_service
+            self.transport.set_type_of_service(self._tos)
         running = self.running
         if not running:
             self.parser.expect(method)

@@ -108,6 +108,19 @@ class Transport:
                 finally:
                     watcher.stop()
 
+    def set_type_of_service(self, tos: int) -> None:
+        """Best effort: set IP_TOS (IPV6_TCLASS on IPv6); errors are ignored, as the original does."""
+        import socket as _socket
+
+        try:
+            family = self.sock.family
+            if family == _socket.AF_INET6:
+                self.sock.setsockopt(_socket.IPPROTO_IPV6, _socket.IPV6_TCLASS, tos)
+            elif family == _socket.AF_INET:
+                self.sock.setsockopt(_socket.IPPROTO_IP, _socket.IP_TOS, tos)
+        except (OSError, AttributeError):
+            pass
+
     # -- lifecycle --------------------------------------------------------------
     def shutdown_write(self) -> None:
         try:
