@@ -6,8 +6,8 @@ import gevent
 import pytest
 
 import greenhttp
-from conftest import response, serve_forever, wait_for
 from greenhttp import errors
+from testkit import response, serve_forever, wait_for
 
 
 def test_request_returns_response_data(make_server, make_client):

@@ -6,8 +6,8 @@ import gevent
 import gevent.event
 import pytest
 
-from conftest import serve_forever, wait_for
 from greenhttp import errors
+from testkit import serve_forever, wait_for
 
 
 def chunked_handler(pieces, trailers=b""):

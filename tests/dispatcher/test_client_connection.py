@@ -10,8 +10,8 @@ import gevent.event
 import gevent.select
 import pytest
 
-from conftest import serve_forever, wait_for
 from greenhttp import errors
+from testkit import serve_forever, wait_for
 
 # -- keep-alive -------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import pytest
 import trustme
 
 import greenhttp
-from conftest import serve_forever
+from testkit import serve_forever
 
 
 def test_unix_socket(make_server, make_client, tmp_path):

@@ -7,8 +7,8 @@ import io
 import gevent
 import pytest
 
-from conftest import serve_forever, wait_for
 from greenhttp import errors
+from testkit import serve_forever, wait_for
 
 
 def one_request(make_server, make_client, **options):

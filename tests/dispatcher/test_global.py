@@ -10,8 +10,8 @@ import gevent.event
 import pytest
 
 import greenhttp
-from conftest import serve_forever
 from greenhttp import _global, errors
+from testkit import serve_forever
 
 
 @pytest.fixture(autouse=True)

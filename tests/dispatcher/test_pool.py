@@ -7,8 +7,8 @@ import gevent.event
 import pytest
 
 import greenhttp
-from conftest import serve_forever, wait_for
 from greenhttp import errors
+from testkit import serve_forever, wait_for
 
 
 @pytest.fixture

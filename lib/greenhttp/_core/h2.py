@@ -22,7 +22,7 @@ Events (``kind, stream_id, ...``):
 ``BAD``      ``(BAD, sid, reason)`` a malformed header block: reset that stream
 =========== ================================================================
 
-Two things the ``h2`` library does its own way are handled here:
+What the ``h2`` library does its own way is handled here:
 
 * On GOAWAY, h2 4.x moves the connection to CLOSED and drops the frames it
   had queued; a later DATA or HEADERS frame for a stream the peer promised to
@@ -34,6 +34,15 @@ Two things the ``h2`` library does its own way are handled here:
   stream together. A paused response must hold back its *stream* window only
   (other streams go on), so :meth:`H2Session.ack_connection` and
   :meth:`H2Session.ack_stream` split the two.
+* A malformed response (bad header block, body length not matching
+  ``content-length``) ends the whole connection in h2. RFC 9113 §8.1.1 makes
+  it a stream error: h2's inbound header checks are off in favour of
+  :func:`response_head`, and a body length error resets only its stream
+  (``BAD`` events).
+* h2 counts open streams by walking all of them for every new stream; the
+  driver enforces the peer's limit itself, so the walk runs only now and then.
+* h2 refuses a frame longer than SETTINGS_MAX_FRAME_SIZE only once all of
+  it has arrived; :class:`_FrameBuffer` refuses it at its header.
 """
 
 from __future__ import annotations
@@ -57,7 +66,8 @@ from h2.events import (
     TrailersReceived,
     WindowUpdated,
 )
-from h2.exceptions import ProtocolError, StreamClosedError
+from h2.exceptions import InvalidBodyLengthError, ProtocolError, StreamClosedError
+from h2.frame_buffer import FrameBuffer
 from h2.settings import SettingCodes, Settings
 from hpack import NeverIndexedHeaderTuple
 from hyperframe.frame import WindowUpdateFrame
@@ -113,13 +123,59 @@ def error_name(code: int) -> str:
         return str(code)
 
 
+class _MalformedBody:
+    """Our event: a response body disagreed with its content-length (the stream is reset)."""
+
+    __slots__ = ("stream_id", "reason")
+
+    def __init__(self, stream_id: int, reason: str) -> None:
+        self.stream_id = stream_id
+        self.reason = reason
+
+
+class _FrameBuffer(FrameBuffer):
+    """h2's frame buffer, refusing an oversized frame as soon as its header is in.
+
+    h2 checks a frame's length against SETTINGS_MAX_FRAME_SIZE only once the
+    whole announced length (up to 16 MiB) has arrived; until then every
+    stream waits. RFC 9113 §4.2 makes it a connection error at once.
+    """
+
+    def __next__(self) -> Any:
+        data = self._data
+        if len(data) >= 9:
+            length = int.from_bytes(data[:3], "big")
+            if length > self.max_frame_size:
+                self._validate_frame_length(length)
+        return super().__next__()
+
+
 class _ClientConnection(_H2Connection):
     """``h2``'s connection, kept open after GOAWAY so announced streams can finish."""
 
     def __init__(self, config: H2Configuration) -> None:
         super().__init__(config=config)
+        self.incoming_buffer = _FrameBuffer(server=False)
         self.held_output = b""
         self._counts = 0
+
+    def _receive_data_frame(self, frame: Any) -> Any:
+        try:
+            return super()._receive_data_frame(frame)
+        except InvalidBodyLengthError as exc:
+            # RFC 9113 §8.1.1: a malformed response is a stream error; h2 would
+            # end the whole connection. Hand the connection window back and
+            # reset just this stream.
+            frames: list[Any] = []
+            increment = self._inbound_flow_control_window_manager.process_bytes(frame.flow_controlled_length)
+            if increment:
+                update = WindowUpdateFrame(0)
+                update.window_increment = increment
+                frames.append(update)
+            stream = self.streams.get(frame.stream_id)
+            if stream is not None and not stream.closed:
+                frames.extend(stream.reset_stream(ErrorCodes.PROTOCOL_ERROR))
+            return frames, [_MalformedBody(frame.stream_id, str(exc))]
 
     @property
     def open_outbound_streams(self) -> int:
@@ -142,10 +198,11 @@ class _ClientConnection(_H2Connection):
 
 
 class H2Session:
-    """One client HTTP/2 connection's protocol state. Not greenlet-safe: one owner at a time.
+    """One client HTTP/2 connection's protocol state.
 
-    Never blocks and does no I/O; the driver feeds it bytes and writes what
-    :meth:`data_to_send` returns.
+    Never blocks, never yields and does no I/O, so the greenlets of one
+    connection may call it in turn freely; the driver feeds it bytes and
+    writes what :meth:`data_to_send` returns.
     """
 
     def __init__(
@@ -245,17 +302,27 @@ class H2Session:
             self._authority if host is None else (b":authority", host.encode("latin-1")),
             (b":path", path.encode("latin-1")),
         ]
-        for name, value in headers:
-            key = name.lower()
-            if key in _CONNECTION_SPECIFIC or (key == "te" and value.strip(" \t").lower() != "trailers"):
-                raise InformationalError(f'HTTP/1 connection-specific headers are forbidden over HTTP/2: "{key}"')
-            value = value.strip(" \t")
-            if key in _SENSITIVE or (key == "cookie" and len(value) < 20):
-                block.append(NeverIndexedHeaderTuple(key.encode("latin-1"), value.encode("latin-1")))
-            else:
-                block.append((key.encode("latin-1"), value.encode("latin-1")))
+        _append_fields(block, headers)
         if content_length is not None:
             block.append((b"content-length", b"%d" % content_length))
+        return block
+
+    def connect_headers(
+        self, target: str, protocol: str | None, host: str | None, headers: list[tuple[str, str]]
+    ) -> list[Any]:
+        """The header block of a CONNECT: to ``target`` (``host:port``, RFC 9113 §8.5),
+        or, with ``protocol``, an extended CONNECT to the path ``target`` (RFC 8441 §4)."""
+        if protocol is None:
+            block: list[Any] = [(b":method", b"CONNECT"), (b":authority", target.encode("latin-1"))]
+        else:
+            block = [
+                (b":method", b"CONNECT"),
+                (b":protocol", protocol.lower().encode("latin-1")),
+                self._scheme,
+                (b":path", target.encode("latin-1")),
+                self._authority if host is None else (b":authority", host.encode("latin-1")),
+            ]
+        _append_fields(block, headers)
         return block
 
     def open_stream(self, block: list[Any], end_stream: bool) -> int:
@@ -317,7 +384,8 @@ class H2Session:
         """Feed bytes from the socket; returns our events. Raises ``ProtocolError``."""
         out: list[tuple[Any, ...]] = []
         append = out.append
-        for ev in self._conn.receive_data(data):
+        events: list[Any] = self._conn.receive_data(data)
+        for ev in events:
             t = type(ev)
             if t is DataReceived:
                 append((DATA, ev.stream_id, ev.data, ev.flow_controlled_length))
@@ -360,6 +428,9 @@ class H2Session:
                     append((WINDOW, 0))
             elif t is PingAckReceived:
                 append((PONG, 0, ev.ping_data))
+            elif t is _MalformedBody:
+                self._trailers.pop(ev.stream_id, None)
+                append((BAD, ev.stream_id, ev.reason))
             elif t is ConnectionTerminated:
                 last = ev.last_stream_id
                 if self.goaway is None or last < self.goaway:
@@ -368,6 +439,18 @@ class H2Session:
             # Other events (PING from the peer, SETTINGS acks, priority) need
             # nothing from us: h2 answers PINGs itself.
         return out
+
+
+def _append_fields(block: list[Any], headers: list[tuple[str, str]]) -> None:
+    for name, value in headers:
+        key = name.lower()
+        if key in _CONNECTION_SPECIFIC or (key == "te" and value.strip(" \t").lower() != "trailers"):
+            raise InformationalError(f'HTTP/1 connection-specific headers are forbidden over HTTP/2: "{key}"')
+        value = value.strip(" \t")
+        if key in _SENSITIVE or (key == "cookie" and len(value) < 20):
+            block.append(NeverIndexedHeaderTuple(key.encode("latin-1"), value.encode("latin-1")))
+        else:
+            block.append((key.encode("latin-1"), value.encode("latin-1")))
 
 
 class MalformedError(ValueError):

@@ -77,8 +77,6 @@ class Client(Dispatcher):
             if opts.socket_path is not None:
                 inject["socket_path"] = opts.socket_path
             inject["allow_h2"] = opts.allow_h2
-            if not inject:
-                return connect
 
             def wrapped(options: dict[str, Any], callback: Any = None) -> Any:
                 return connect({**options, **inject}, callback)
@@ -283,7 +281,7 @@ class Client(Dispatcher):
             options = self._connect_options()
             origin = self._origin
             if _debug.enabled():
-                _debug.core.debug("connecting to %s using %sh1", origin.host, origin.protocol)
+                _debug.core.debug("connecting to %s using %s%s", origin.host, origin.protocol, self._expected_version())
             try:
                 sock = self._connector(options)
             except GreenletExit:
@@ -293,7 +291,11 @@ class Client(Dispatcher):
                 self._connecting = False
                 if _debug.enabled():
                     _debug.core.debug(
-                        "connection to %s using %sh1 errored - %s", origin.host, origin.protocol, exc
+                        "connection to %s using %s%s errored - %s",
+                        origin.host,
+                        origin.protocol,
+                        self._expected_version(),
+                        exc,
                     )
                 self._connect_failed(exc)
                 return
@@ -316,6 +318,10 @@ class Client(Dispatcher):
             conn.read_loop()
         finally:
             self._readers.discard(me)
+
+    def _expected_version(self) -> str:
+        """The protocol a new connection will speak, as far as is known before ALPN."""
+        return "h2" if self._opts.use_h2c and self._origin.protocol == "http:" else "h1"
 
     def _max_concurrent(self) -> int:
         """The dispatch ceiling: ``pipelining`` on HTTP/1.1, the stream limit on HTTP/2."""
@@ -353,7 +359,7 @@ class Client(Dispatcher):
         self.emit("connectionError", self._origin.origin, [self], err)
         self._resume()
 
-    def _connection_lost(self, conn: H1Connection, err: BaseException, running: list[Request]) -> None:
+    def _connection_lost(self, conn: Any, err: BaseException, running: list[Request]) -> None:
         """Called once by a connection when it ends (on its reader greenlet)."""
         if self._conn is conn:
             self._conn = None

@@ -19,6 +19,10 @@ the socket's write side. Bytes bodies go out as far as the peer's windows
 allow and the rest when WINDOW_UPDATE arrives; other bodies (files,
 iterators) are read by a greenlet of their own that waits for window.
 
+CONNECT. A CONNECT (or an upgrade, as an extended CONNECT) is a stream
+like the others until its 2xx answer; then it leaves ``running`` for
+``tunnels`` and its DATA feeds an ``H2Tunnel`` socket (``h2_tunnel.py``).
+
 Waking the reader. The reader blocks only in the socket read. Work for it
 from elsewhere (a resumed body, a timer) is flagged, and a hub callback
 throws :class:`_Wake` into the reader if, at that moment, it is parked in
@@ -26,17 +30,15 @@ that read; the read had not happened, so nothing is lost.
 
 Timers. Each stream has one due time (headers timeout until its response
 head, then body timeout, none while paused); the connection adds its idle
-and ping due times. One :class:`Deadline` is armed for the earliest; when it
-fires, the reader sweeps the streams. No timer object per request.
+and ping due times; ``h2_stream.Timers`` keeps them on one deadline, and
+when it fires the reader sweeps the streams. No timer object per request.
 """
 
 from __future__ import annotations
 
-import math
 import struct
 import time
 import weakref
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from .. import _debug
@@ -58,18 +60,18 @@ from .._core.h2 import (
 )
 from .._core.request import EXPECTS_PAYLOAD, Request
 from .._net.stream import Transport
-from .._runtime import Deadline, GreenletExit, call_soon, getcurrent, kill, now, spawn
+from .._runtime import GreenletExit, call_soon, getcurrent, kill, now, spawn
 from ..errors import (
     BodyTimeoutError,
     ClientDestroyedError,
     HeadersOverflowError,
     HeadersTimeoutError,
     InformationalError,
-    NotSupportedError,
     ResponseExceededMaxSizeError,
     SocketError,
 )
-from .h2_stream import H2Stream, Uploads, replayable
+from .h2_stream import H2Stream, Timers, Uploads, replayable
+from .h2_tunnel import Tunnels
 
 if TYPE_CHECKING:
     from .client import Client
@@ -77,7 +79,6 @@ if TYPE_CHECKING:
 __all__ = ["H2Connection"]
 
 _DEBUG = _debug.core_enabled
-_INF = math.inf
 # Requests already moved to a new connection once because of a GOAWAY (RFC 9113 §8.7: once).
 _GOAWAY_REPLAYED: weakref.WeakSet[Request] = weakref.WeakSet()
 
@@ -126,10 +127,7 @@ class H2Connection:
         self._work = False
         self._resumed: list[H2Stream] = []
         self._timers_due = False
-        self._deadline = Deadline(self._on_deadline)
-        self._next_due = _INF
-        self._idle_due = 0.0
-        self._ping_due = 0.0
+        self.timers = Timers(self._on_deadline)
         self._ping: tuple[bytes, float] | None = None
         self._pings = 0
         self._now = 0.0
@@ -137,6 +135,7 @@ class H2Connection:
             getattr(client._connector, "remember_session", None) if origin.is_https else None
         )
         self.uploads = Uploads(self)
+        self.tunnels = Tunnels(self)  # answered CONNECTs: open streams, not requests
         self._handlers = {
             RESPONSE: self._on_response,
             INFO: self._on_info,
@@ -155,6 +154,8 @@ class H2Connection:
     def max_concurrent(self) -> int:
         """Streams allowed at once: ours and the peer's SETTINGS_MAX_CONCURRENT_STREAMS."""
         limit = self._limit
+        if self.tunnels:
+            limit = max(limit - len(self.tunnels), 0)
         if self._pipelining_caps:
             pipelining = self.client._pipelining or 1
             if pipelining < limit:
@@ -163,18 +164,18 @@ class H2Connection:
 
     @property
     def idle(self) -> bool:
-        return not self.running
+        return not self.running and not self.tunnels
 
     def busy(self, req: Request) -> bool:
-        """May ``req`` be written now? Streams are multiplexed: only a closing session says no."""
-        return self.reset or self.destroyed
+        """May ``req`` be written now? Streams are multiplexed: only a closing session says no,
+        and a CONNECT waits for the server's SETTINGS (does it allow extended CONNECT?)."""
+        if self.reset or self.destroyed:
+            return True
+        return (req.upgrade is not None or req.method == "CONNECT") and not self.session.settings_received
 
     # -- writing requests -----------------------------------------------------------------
     def write(self, req: Request) -> None:
         """Open a stream for ``req`` (already started). Never blocks."""
-        if req.upgrade is not None or req.method == "CONNECT":
-            req.on_error(NotSupportedError("upgrade and CONNECT are not supported over HTTP/2"))
-            return
         self.count += 1
         limit = self._opts.max_requests_per_client
         if limit and self.count >= limit:
@@ -187,16 +188,24 @@ class H2Connection:
         method = req.method
         if body is None:
             length = 0 if method in EXPECTS_PAYLOAD else None
-        elif type(body) is bytes:
+        elif isinstance(body, bytes):
             length = len(body)
         else:
             length = req.content_length if req.content_length is not None else body.length
+        tunnel = req.upgrade is not None or method == "CONNECT"
         try:
-            block = session.request_headers(method, req.path, req.host, req.headers, length)
+            if not tunnel:
+                block = session.request_headers(method, req.path, req.host, req.headers, length)
+            elif req.upgrade is None:
+                block = session.connect_headers(req.path, None, None, req.headers)
+            elif session.peer_allows_connect_protocol:
+                block = session.connect_headers(req.path, req.upgrade, req.host, req.headers)
+            else:
+                raise InformationalError("HTTP/2: Extended CONNECT protocol not supported by server")
             expect = req.expect_continue and body is not None
             if expect:
                 block.append((b"expect", b"100-continue"))
-            sid = session.open_stream(block, body is None)
+            sid = session.open_stream(block, body is None and not tunnel)
         except InformationalError as exc:
             req.on_error(exc)
             return
@@ -207,13 +216,14 @@ class H2Connection:
         self.running[sid] = stream
         req.abort_hook = self._abort_request
         req.resume_hook = self._resume_request
-        self._idle_due = 0.0
+        self.timers.set_idle(None)
         t = req.headers_timeout if req.headers_timeout is not None else self._opts.headers_timeout
-        if t:
-            self._arm(stream, now() + t)
+        self.timers.arm_stream(stream, t)
         if _DEBUG():
             _debug.core.debug("sending request to %s %s%s", method, self.client._origin.origin, req.path)
-        if body is None:
+        if tunnel:
+            stream.tunnel = True
+        elif body is None:
             stream.local_closed = True
         elif expect:
             stream.expect = True
@@ -269,53 +279,24 @@ class H2Connection:
         self.destroy(SocketError(str(exc) or exc.__class__.__name__, self._socket_info(), cause=exc))
 
     # -- timers --------------------------------------------------------------------------------
-    def _arm(self, stream: H2Stream | None, due: float) -> None:
-        if stream is not None:
-            stream.due = due
-        if due < self._next_due:
-            self._next_due = due
-            self._deadline.set(max(due - now(), 0.0005))
-
     def _on_deadline(self) -> None:
         # In the hub: the reader does the sweep.
         self._timers_due = True
         self._wake()
 
     def _sweep(self) -> None:
-        t = now()
-        nxt = _INF
-        for stream in list(self.running.values()):
-            due = stream.due
-            if not due:
-                continue
-            if due <= t:
-                if stream.responded:
-                    err: BaseException = BodyTimeoutError()
-                else:
-                    err = HeadersTimeoutError()
-                self._fail_stream(stream, err)
-            elif due < nxt:
-                nxt = due
-        if self._idle_due:
-            if self._idle_due <= t and not self.running:
-                self.destroy(InformationalError("socket idle timeout"))
-                return
-            nxt = min(nxt, self._idle_due)
-        if self._ping_due:
-            if self._ping_due <= t:
-                self._send_ping()
-            nxt = min(nxt, self._ping_due)
-        self._next_due = _INF
-        if nxt < _INF:
-            self._next_due = nxt
-            self._deadline.set(max(nxt - t, 0.0005))
-
-    def _send_ping(self) -> None:
-        self._pings += 1
-        payload = struct.pack(">Q", self._pings)
-        self.session.ping(payload)
-        self._ping = (payload, time.monotonic())
-        self._ping_due = now() + self._opts.ping_interval
+        expired, idle, ping = self.timers.sweep(list(self.running.values()))
+        for stream in expired:
+            self._fail_stream(stream, BodyTimeoutError() if stream.responded else HeadersTimeoutError())
+        if idle and self.idle:
+            self.destroy(InformationalError("socket idle timeout"))
+            return
+        if ping:
+            self._pings += 1
+            payload = struct.pack(">Q", self._pings)
+            self.session.ping(payload)
+            self._ping = (payload, time.monotonic())
+            self.timers.set_ping(self._opts.ping_interval)
 
     # -- waking the reader --------------------------------------------------------------------------
     def _wake(self) -> None:
@@ -360,10 +341,9 @@ class H2Connection:
         wait_first = True
         interval = self._opts.ping_interval
         if interval:
-            self._ping_due = now() + interval
-            self._arm(None, self._ping_due)
+            self.timers.set_ping(interval)
         if not self.running:
-            self._start_idle()
+            self.timers.set_idle(self._opts.keep_alive_timeout)
         self._flush()
         try:
             while not self.destroyed:
@@ -422,13 +402,16 @@ class H2Connection:
         if len(raw) > self._opts.max_header_size:
             self._fail_stream(stream, HeadersOverflowError())
             return
+        if stream.tunnel and 200 <= status < 300:
+            del self.running[sid]
+            self.tunnels.start(stream, status, headers, raw)
+            self._stream_done()
+            return
         stream.responded = True
         stream.expect = False  # a final answer before 100 Continue: the body is not sent
         req.raw_head = raw
         t = req.body_timeout if req.body_timeout is not None else self._opts.body_timeout
-        stream.due = self._now + t if t else 0.0
-        if stream.due:
-            self._arm(stream, stream.due)
+        self.timers.arm_stream(stream, t)
         if _DEBUG():
             _debug.core.debug(
                 "received response to %s %s%s - HTTP %d", req.method, self.client._origin.origin, req.path, status
@@ -453,7 +436,8 @@ class H2Connection:
         session = self.session
         stream = self.running.get(sid)
         if stream is None:
-            session.ack(sid, flow)  # a stream we gave up on: only the connection window matters
+            if not (self.tunnels and self.tunnels.on_data(sid, data, flow)):
+                session.ack(sid, flow)  # a stream we gave up on: only the connection window matters
             return
         req = stream.req
         stream.received += len(data)
@@ -462,23 +446,7 @@ class H2Connection:
             session.ack(sid, flow)
             self._fail_stream(stream, ResponseExceededMaxSizeError())
             return
-        if req.paused or stream.held:
-            # Paused: keep it, hand the connection window back, hold the stream's.
-            if stream.held is None:
-                stream.held = deque()
-            stream.held.append((data, flow))
-            session.ack_connection(flow)
-            stream.due = 0.0
-            return
-        if req.on_data(data):
-            if stream.done:
-                return
-            session.ack_connection(flow)
-            stream.unacked += flow
-            stream.due = 0.0
-            return
-        session.ack(sid, flow)
-        if stream.due:
+        if stream.deliver(data, flow, session) and stream.due:
             t = req.body_timeout if req.body_timeout is not None else self._opts.body_timeout
             stream.due = self._now + t
 
@@ -486,6 +454,8 @@ class H2Connection:
         _, sid, trailers, raw = ev
         stream = self.running.get(sid)
         if stream is None:
+            if self.tunnels:
+                self.tunnels.on_end(sid)
             return
         if not stream.responded:
             self._fail_stream(stream, InformationalError("HTTP/2: stream half-closed (remote)"))
@@ -515,6 +485,8 @@ class H2Connection:
         _, sid, code = ev
         stream = self.running.get(sid)
         if stream is None:
+            if self.tunnels:
+                self.tunnels.on_reset(sid, code)
             return
         req = stream.req
         if code == ErrorCodes.REFUSED_STREAM and not stream.responded and replayable(req):
@@ -564,6 +536,8 @@ class H2Connection:
                 replay.append(req)
             else:
                 req.on_error(err)
+        if self.tunnels:
+            self.tunnels.on_goaway(last, err)
         self._requeue(replay)
         self._stream_done()
 
@@ -590,19 +564,14 @@ class H2Connection:
         """A stream left: close a session that takes no new streams, or ask for more work."""
         if self.destroyed:
             return
-        if not self.running:
+        if self.idle:
             if self.reset:
                 self.destroy(self._goaway_error or InformationalError("reset"))
                 return
-            self._start_idle()
+            self.timers.set_idle(self._opts.keep_alive_timeout)
         if not self._processing:
             self._schedule_flush()
         self.client._resume()
-
-    def _start_idle(self) -> None:
-        keep_alive = self._opts.keep_alive_timeout
-        self._idle_due = now() + keep_alive
-        self._arm(None, self._idle_due)
 
     def _fail_stream(self, stream: H2Stream, err: BaseException, code: int = ErrorCodes.CANCEL) -> None:
         """Fail one request; the other streams go on (RST_STREAM for this one only)."""
@@ -647,30 +616,16 @@ class H2Connection:
 
     def _drain_held(self, stream: H2Stream) -> None:
         """On the reader: a resumed stream gets its held data, and its window back."""
-        req = stream.req
-        if stream.done or req.paused:
+        if not stream.drain(self.session):
             return
-        session = self.session
-        if stream.unacked:
-            session.ack_stream(stream.sid, stream.unacked)
-            stream.unacked = 0
-        held = stream.held
-        while held:
-            data, flow = held.popleft()
-            paused = req.on_data(data)
-            if stream.done:
-                return
-            if paused:
-                stream.unacked = flow
-                return
-            session.ack_stream(stream.sid, flow)
+        req = stream.req
         if stream.end_pending is not None:
             trailers, raw = stream.end_pending
             self._complete(stream, trailers, raw)
             return
-        t = req.body_timeout if req.body_timeout is not None else self._opts.body_timeout
-        if t and stream.responded:
-            self._arm(stream, now() + t)
+        if stream.responded:
+            t = req.body_timeout if req.body_timeout is not None else self._opts.body_timeout
+            self.timers.arm_stream(stream, t)
 
     # -- teardown ------------------------------------------------------------------------------------
     def destroy(self, err: BaseException) -> None:
@@ -690,7 +645,7 @@ class H2Connection:
             return
         self._finished = True
         self.destroyed = True
-        self._deadline.close()
+        self.timers.close()
         writer = self._writer
         if writer is not None:
             kill(writer)
@@ -704,6 +659,7 @@ class H2Connection:
             except OSError:
                 pass
         transport.close()
+        self.tunnels.close_all(err)
         streams = list(self.running.values())
         self.running.clear()
         for stream in streams:

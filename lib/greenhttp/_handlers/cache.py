@@ -302,9 +302,10 @@ class CacheHandler(DecoratorHandler):
                 for path in policy.invalidation_paths(key, headers):
                     self.ctx.delete({**key, "path": path})
             return
-        key = self._storage_key()
-        if key is None:
+        storage_key = self._storage_key()
+        if storage_key is None:
             return
+        key = storage_key
         entry = self.ctx.entry(key, status, message or "", headers, self.request_time, time.time())
         if entry is not None:
             self.writer = self.ctx._writer(key, entry)

@@ -1,0 +1,261 @@
+"""Test kit shared by the test folders: scripted raw-socket servers and small helpers.
+
+Imported as ``from testkit import ...`` (a plain module: every folder has its
+own ``conftest.py``, so helpers must not live in one).
+"""
+
+from __future__ import annotations
+
+import socket as stdsocket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gevent
+import gevent.event
+from gevent import socket as gsocket
+from gevent.server import StreamServer
+
+# ---------------------------------------------------------------------------
+# scripted raw-socket servers
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the scripted server read it off the wire."""
+
+    method: str
+    target: str
+    version: str
+    headers: list[tuple[str, str]]  # original case, wire order
+    head: bytes  # the exact head bytes, request line to the blank line included
+    body: bytes = b""
+    chunked: bool = False
+    raw: bytes = b""  # head + body framing exactly as received
+
+    def header(self, name: str) -> str | None:
+        name = name.lower()
+        for k, v in self.headers:
+            if k.lower() == name:
+                return v
+        return None
+
+    def header_list(self, name: str) -> list[str]:
+        name = name.lower()
+        return [v for k, v in self.headers if k.lower() == name]
+
+
+class ServerConn:
+    """One accepted connection, seen from the scripted server's side."""
+
+    def __init__(self, sock: Any, server: ScriptedServer) -> None:
+        self.sock = sock
+        self.server = server
+        self.buf = b""
+        self.closed = False
+        #: set once this side read EOF (or a reset): the client closed the connection
+        self.eof = gevent.event.Event()
+
+    # -- reading -----------------------------------------------------------
+    def _fill(self) -> bool:
+        try:
+            data = self.sock.recv(65536)
+        except OSError:
+            data = b""
+        if not data:
+            self.eof.set()
+            return False
+        self.buf += data
+        return True
+
+    def read_until(self, marker: bytes) -> bytes | None:
+        """Bytes up to and including ``marker``; None on EOF before it."""
+        while True:
+            i = self.buf.find(marker)
+            if i >= 0:
+                out, self.buf = self.buf[: i + len(marker)], self.buf[i + len(marker) :]
+                return out
+            if not self._fill():
+                return None
+
+    def read_exact(self, n: int) -> bytes | None:
+        while len(self.buf) < n:
+            if not self._fill():
+                return None
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def read_head(self) -> RecordedRequest | None:
+        """Read one request head; None if the client closed first."""
+        head = self.read_until(b"\r\n\r\n")
+        if head is None:
+            return None
+        lines = head[:-4].split(b"\r\n")
+        method, target, version = lines[0].decode("latin-1").split(" ", 2)
+        headers = []
+        for line in lines[1:]:
+            name, _, value = line.decode("latin-1").partition(":")
+            headers.append((name, value.strip()))
+        return RecordedRequest(method, target, version, headers, head, raw=head)
+
+    def read_body(self, req: RecordedRequest) -> bytes:
+        """Read the body ``req``'s head announces (content-length or chunked)."""
+        te = req.header("transfer-encoding")
+        if te is not None and "chunked" in te.lower():
+            req.chunked = True
+            parts = []
+            while True:
+                line = self.read_until(b"\r\n")
+                assert line is not None, "EOF inside a chunked body"
+                req.raw += line
+                size = int(line.split(b";")[0], 16)
+                if size == 0:
+                    end = self.read_until(b"\r\n")
+                    assert end is not None
+                    req.raw += end
+                    break
+                data = self.read_exact(size + 2)
+                assert data is not None and data.endswith(b"\r\n")
+                req.raw += data
+                parts.append(data[:-2])
+            req.body = b"".join(parts)
+            return req.body
+        cl = req.header("content-length")
+        if cl is not None:
+            data = self.read_exact(int(cl))
+            assert data is not None, "EOF inside a content-length body"
+            req.raw += data
+            req.body = data
+        return req.body
+
+    def read_request(self) -> RecordedRequest | None:
+        """Read one whole request (head and body) and record it on the server."""
+        req = self.read_head()
+        if req is None:
+            return None
+        self.read_body(req)
+        self.server.requests.append(req)
+        return req
+
+    # -- writing -----------------------------------------------------------
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def respond(
+        self,
+        body: bytes = b"hello",
+        status: str = "200 OK",
+        headers: list[tuple[str, str]] | None = None,
+    ) -> None:
+        """Send a complete content-length response."""
+        lines = [f"HTTP/1.1 {status}\r\n"]
+        for k, v in headers or []:
+            lines.append(f"{k}: {v}\r\n")
+        lines.append(f"Content-Length: {len(body)}\r\n\r\n")
+        self.send("".join(lines).encode("latin-1") + body)
+
+    def close(self) -> None:
+        self.closed = True
+        try:
+            self.sock.shutdown(stdsocket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+    def wait_closed(self, timeout: float = 5.0) -> bool:
+        """From the handler: read until the client closes (EOF or reset); False on timeout.
+
+        Other greenlets wait with ``conn.eof.wait(timeout)`` instead (one reader per socket).
+        """
+        with gevent.Timeout(timeout, False):
+            while self._fill():
+                pass
+            return True
+        return False
+
+
+def response(body: bytes = b"hello", status: str = "200 OK", headers: list[tuple[str, str]] | None = None) -> bytes:
+    lines = [f"HTTP/1.1 {status}\r\n"]
+    for k, v in headers or []:
+        lines.append(f"{k}: {v}\r\n")
+    lines.append(f"Content-Length: {len(body)}\r\n\r\n")
+    return "".join(lines).encode("latin-1") + body
+
+
+def serve_forever(body: bytes = b"hello", headers: list[tuple[str, str]] | None = None) -> Callable[[ServerConn], None]:
+    """A handler answering every request on the connection with ``body``."""
+
+    def handler(conn: ServerConn) -> None:
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            conn.respond(body, headers=headers)
+
+    return handler
+
+
+class ScriptedServer:
+    """A loopback ``StreamServer`` running ``handler(conn)`` per connection."""
+
+    def __init__(
+        self, handler: Callable[[ServerConn], Any], *, unix_path: str | None = None, ssl_context: Any = None
+    ) -> None:
+        self.handler = handler
+        self.accepted = 0
+        self.requests: list[RecordedRequest] = []
+        self.conns: list[ServerConn] = []
+        self.errors: list[BaseException] = []
+        kw = {"ssl_context": ssl_context} if ssl_context is not None else {}
+        if unix_path is not None:
+            listener = gsocket.socket(stdsocket.AF_UNIX, stdsocket.SOCK_STREAM)
+            listener.bind(unix_path)
+            listener.listen(128)
+            self._server = StreamServer(listener, self._handle, **kw)
+        else:
+            self._server = StreamServer(("127.0.0.1", 0), self._handle, **kw)
+        self._server.start()
+        self.unix_path = unix_path
+        self.tls = ssl_context is not None
+
+    @property
+    def port(self) -> int:
+        return self._server.server_port
+
+    @property
+    def origin(self) -> str:
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    def _handle(self, sock: Any, _addr: Any) -> None:
+        self.accepted += 1
+        conn = ServerConn(sock, self)
+        self.conns.append(conn)
+        try:
+            self.handler(conn)
+        except OSError:
+            conn.eof.set()  # a send failed: the client reset the connection
+        except gevent.GreenletExit:
+            pass
+        except AssertionError as exc:  # surfaced by tests that check server.errors
+            self.errors.append(exc)
+
+    def stop(self) -> None:
+        self._server.stop(timeout=1)
+        for conn in self.conns:
+            try:
+                conn.sock.close()
+            except OSError:
+                pass
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> None:
+    """Yield to gevent until ``predicate()`` is true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        gevent.sleep(0.005)
+
