@@ -1,9 +1,14 @@
-"""greenhttp demo: thousands of greenlets, one Client each way, against a loopback server.
+"""greenhttp demo: thousands of greenlets through one Pool, then the same over HTTP/2.
 
-Run with ``make demo``. It starts its own HTTP/1.1 server on 127.0.0.1 (a
-gevent StreamServer answering every request with a small JSON body), then
-has many greenlets call the blocking ``client.request()`` at once through a
-handful of Clients, and prints a summary table.
+Run with ``make demo``. It starts two servers of its own on 127.0.0.1 — an
+HTTP/1.1 keep-alive server and an h2c (cleartext HTTP/2) server, both
+answering every request with a small JSON body — then has thousands of
+greenlets call the blocking ``request()`` at once:
+
+1. through one ``greenhttp.Pool`` of a few HTTP/1.1 connections;
+2. through one ``greenhttp.H2CClient``: a single connection, many streams.
+
+It shows a progress bar for each run and a table at the end.
 """
 
 from __future__ import annotations
@@ -11,19 +16,28 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import gevent
+import h2.config
+import h2.connection
+import h2.events
 from gevent.server import StreamServer
 
 import greenhttp
 
 GREENLETS = 2000
 REQUESTS_PER_GREENLET = 5
-CLIENTS = 8
+POOL_CONNECTIONS = 16
 
 
-def serve(sock, _addr):
-    """A tiny keep-alive HTTP/1.1 server: one JSON answer per request head."""
+def answer(path: str) -> bytes:
+    return json.dumps({"path": path, "ok": True}).encode()
+
+
+def serve_h1(sock: Any, _addr: Any) -> None:
+    """A tiny HTTP/1.1 keep-alive server: one JSON answer per request head."""
     buf = b""
     try:
         while True:
@@ -33,8 +47,7 @@ def serve(sock, _addr):
                     return
                 buf += data
             head, buf = buf.split(b"\r\n\r\n", 1)
-            path = head.split(b" ", 2)[1].decode()
-            body = json.dumps({"path": path, "ok": True}).encode()
+            body = answer(head.split(b" ", 2)[1].decode())
             sock.sendall(
                 b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                 b"content-length: %d\r\n\r\n%s" % (len(body), body)
@@ -43,67 +56,113 @@ def serve(sock, _addr):
         sock.close()
 
 
-def bar(done: int, total: int, width: int = 40) -> str:
+def serve_h2c(sock: Any, _addr: Any) -> None:
+    """A tiny h2c server on the h2 library: one JSON answer per stream."""
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+    conn.local_settings.max_concurrent_streams = 256
+    conn.initiate_connection()
+    sock.sendall(conn.data_to_send())
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return
+            for event in conn.receive_data(data):
+                if isinstance(event, h2.events.RequestReceived):
+                    body = answer(dict(event.headers)[":path"])
+                    conn.send_headers(
+                        event.stream_id,
+                        [(":status", "200"), ("content-type", "application/json"), ("content-length", str(len(body)))],
+                    )
+                    conn.send_data(event.stream_id, body, end_stream=True)
+            sock.sendall(conn.data_to_send())
+    finally:
+        sock.close()
+
+
+def bar(label: str, done: int, total: int, width: int = 36) -> str:
     filled = int(width * done / total)
-    return "[" + "#" * filled + "." * (width - filled) + f"] {done}/{total}"
+    return f"\r{label:<10} [" + "#" * filled + "." * (width - filled) + f"] {done}/{total}"
 
 
-def main() -> int:
-    server = StreamServer(("127.0.0.1", 0), serve)
-    server.start()
-    origin = f"http://127.0.0.1:{server.server_port}"
-    clients = [greenhttp.Client(origin, pipelining=4) for _ in range(CLIENTS)]
+def run(label: str, dispatcher: Any, connections: Callable[[], int]) -> dict[str, Any]:
+    """Many greenlets doing blocking requests through ``dispatcher``; returns the figures."""
     total = GREENLETS * REQUESTS_PER_GREENLET
     latencies: list[float] = []
     errors: list[BaseException] = []
-    done = 0
 
     def worker(i: int) -> None:
-        nonlocal done
-        client = clients[i % CLIENTS]
         for j in range(REQUESTS_PER_GREENLET):
             t0 = time.perf_counter()
             try:
-                with client.request(path=f"/item/{i}/{j}", method="GET") as resp:
+                with dispatcher.request(path=f"/item/{i}/{j}", method="GET") as resp:
                     payload = resp.body.json()
-                    assert resp.status_code == 200 and payload["ok"]
-            except Exception as exc:  # collected and reported in the summary
+                    if resp.status_code != 200 or not payload["ok"]:
+                        raise RuntimeError(f"unexpected answer {resp.status_code} {payload}")
+            except Exception as exc:  # counted and reported in the table
                 errors.append(exc)
             latencies.append(time.perf_counter() - t0)
-            done += 1
 
-    print(f"greenhttp {greenhttp.__version__}: {GREENLETS} greenlets x {REQUESTS_PER_GREENLET} requests "
-          f"over {CLIENTS} Clients to {origin}")
     started = time.perf_counter()
     jobs = [gevent.spawn(worker, i) for i in range(GREENLETS)]
     while not all(job.ready() for job in jobs):
         gevent.sleep(0.1)
-        sys.stdout.write("\r" + bar(done, total))
+        sys.stdout.write(bar(label, len(latencies), total))
         sys.stdout.flush()
     gevent.joinall(jobs)
     elapsed = time.perf_counter() - started
-    sys.stdout.write("\r" + bar(done, total) + "\n")
-    for client in clients:
-        client.close()
-    server.stop()
-
+    sys.stdout.write(bar(label, len(latencies), total) + "\n")
     latencies.sort()
-    p50 = latencies[len(latencies) // 2] * 1000
-    p99 = latencies[int(len(latencies) * 0.99)] * 1000
-    rows = [
-        ("requests", f"{done}"),
-        ("errors", f"{len(errors)}"),
-        ("elapsed", f"{elapsed:.2f} s"),
-        ("throughput", f"{done / elapsed:,.0f} req/s"),
-        ("latency p50", f"{p50:.2f} ms"),
-        ("latency p99", f"{p99:.2f} ms"),
+    return {
+        "run": label,
+        "requests": len(latencies),
+        "errors": len(errors),
+        "connections": connections(),
+        "seconds": elapsed,
+        "req/s": len(latencies) / elapsed,
+        "p50 ms": latencies[len(latencies) // 2] * 1000,
+        "p99 ms": latencies[int(len(latencies) * 0.99)] * 1000,
+    }
+
+
+def main() -> int:
+    h1_server = StreamServer(("127.0.0.1", 0), serve_h1)
+    h2_server = StreamServer(("127.0.0.1", 0), serve_h2c)
+    h1_server.start()
+    h2_server.start()
+    print(
+        f"greenhttp {greenhttp.__version__}: {GREENLETS} greenlets x {REQUESTS_PER_GREENLET} requests, "
+        f"servers on 127.0.0.1:{h1_server.server_port} (HTTP/1.1) and :{h2_server.server_port} (h2c)"
+    )
+    results = []
+    try:
+        opened = {"h1": 0, "h2": 0}
+        pool = greenhttp.Pool(f"http://127.0.0.1:{h1_server.server_port}", connections=POOL_CONNECTIONS)
+        pool.on("connect", lambda *_: opened.__setitem__("h1", opened["h1"] + 1))
+        with pool:
+            results.append(run("Pool h1", pool, lambda: opened["h1"]))
+        client = greenhttp.H2CClient(f"http://127.0.0.1:{h2_server.server_port}", max_concurrent_streams=256)
+        client.on("connect", lambda *_: opened.__setitem__("h2", opened["h2"] + 1))
+        with client:
+            results.append(run("H2C h2", client, lambda: opened["h2"]))
+    finally:
+        h1_server.stop()
+        h2_server.stop()
+
+    columns = ["run", "requests", "errors", "connections", "seconds", "req/s", "p50 ms", "p99 ms"]
+    cells = [
+        [r[c] if isinstance(r[c], (str, int)) else f"{r[c]:,.2f}" if c != "req/s" else f"{r[c]:,.0f}" for c in columns]
+        for r in results
     ]
-    width = max(len(k) for k, _ in rows)
-    print("-" * (width + 20))
-    for key, value in rows:
-        print(f"{key:<{width}}  {value:>16}")
-    print("-" * (width + 20))
-    return 1 if errors else 0
+    widths = [max(len(c), *(len(str(row[i])) for row in cells)) for i, c in enumerate(columns)]
+    line = "+".join("-" * (w + 2) for w in widths)
+    print(line)
+    print("|".join(f" {c:>{w}} " for c, w in zip(columns, widths)))
+    print(line)
+    for row in cells:
+        print("|".join(f" {str(v):>{w}} " for v, w in zip(row, widths)))
+    print(line)
+    return 1 if any(r["errors"] for r in results) else 0
 
 
 if __name__ == "__main__":
