@@ -157,10 +157,10 @@ def main() -> int:
     widths = [max(len(c), *(len(str(row[i])) for row in cells)) for i, c in enumerate(columns)]
     line = "+".join("-" * (w + 2) for w in widths)
     print(line)
-    print("|".join(f" {c:>{w}} " for c, w in zip(columns, widths)))
+    print("|".join(f" {c:>{w}} " for c, w in zip(columns, widths, strict=True)))
     print(line)
     for row in cells:
-        print("|".join(f" {str(v):>{w}} " for v, w in zip(row, widths)))
+        print("|".join(f" {str(v):>{w}} " for v, w in zip(row, widths, strict=True)))
     print(line)
     return 1 if any(r["errors"] for r in results) else 0
 
