@@ -169,8 +169,8 @@ class RequestHandler:
         if self.unbind is not None:
             self.unbind()
         if trailers:
-            if self.raw:
-                trailers = controller.raw_trailers or trailers
+            # Trailers stay a parsed dict even with response_headers="raw", as in the
+            # original's request API; the raw list is on controller.raw_trailers.
             self.response.trailers.update(trailers)  # type: ignore[union-attr]
         self.body._end()  # type: ignore[union-attr]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from .._runtime import Parker, Queue, spawn
+from .._runtime import GreenletExit, Parker, Queue, spawn
 from ..errors import InvalidArgumentError, InvalidReturnValueError, RequestAbortedError
 from .request import ResponseData, request
 
@@ -110,6 +110,11 @@ class PipelineDuplex:
                 raise InvalidReturnValueError("expected Readable")
             self._source = iter(readable) if hasattr(readable, "__iter__") else _read_chunks(readable)
             self._ready.set(None)
+        except GreenletExit:
+            # close() before the response: readers see an abort, not the kill.
+            self._error = RequestAbortedError()
+            self._ready.set_exception(self._error)
+            raise
         except BaseException as exc:
             self._error = exc
             self._ready.set_exception(exc)
