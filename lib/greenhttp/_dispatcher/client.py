@@ -70,7 +70,10 @@ class Client(Dispatcher):
     def _validate(self, options: dict[str, Any]) -> ClientOptions:
         return validate_client_options(options)
 
-    def _make_connector(self, opts: ClientOptions) -> Callable[..., Any]:
+    @staticmethod
+    def _make_connector(opts: ClientOptions) -> Callable[..., Any]:
+        """The connector for ``opts``: the user's function (with ``socket_path``
+        and ``allow_h2`` injected), or one built from the ``connect`` dict."""
         connect = opts.connect
         if callable(connect):
             inject: dict[str, Any] = {}
@@ -283,7 +286,7 @@ class Client(Dispatcher):
             if _debug.enabled():
                 _debug.core.debug("connecting to %s using %s%s", origin.host, origin.protocol, self._expected_version())
             try:
-                sock = self._connector(options)
+                sock = self._call_connector(options)
             except GreenletExit:
                 self._connecting = False
                 return
@@ -318,6 +321,28 @@ class Client(Dispatcher):
             conn.read_loop()
         finally:
             self._readers.discard(me)
+
+    def _call_connector(self, options: dict[str, Any]) -> Any:
+        """Run the connector (spec shape ``connector(options, callback)``); blocks until connected.
+
+        A connector may hand the socket back through the callback, the return
+        value, or both; an error through the callback or by raising.
+        """
+        parker = Parker()
+
+        def done(err: BaseException | None, sock: Any = None) -> None:
+            if err is not None:
+                parker.set_exception(err)
+            else:
+                parker.set(sock)
+
+        returned = self._connector(options, done)
+        if parker.ready() or returned is None:
+            sock = parker.get()  # waits for a connector that calls back later
+            if sock is None:
+                raise InvalidArgumentError("the connector reported success without a socket")
+            return sock
+        return returned
 
     def _expected_version(self) -> str:
         """The protocol a new connection will speak, as far as is known before ALPN."""

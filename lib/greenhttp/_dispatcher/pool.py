@@ -88,7 +88,10 @@ class Pool(PoolBase):
         self._factory = check_factory(factory) or Client
         if factory is None:
             # Each Client validates again; doing it now names a bad option at once.
-            validate_client_options(client_options)
+            opts = validate_client_options(client_options)
+            if not callable(opts.connect):
+                # One connector for every member, so they share its TLS session cache.
+                client_options = {**client_options, "connect": Client._make_connector(opts)}
         self._client_options = client_options
         super().__init__(parsed.origin)
         self._ttl = ttl
