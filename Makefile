@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo lint bench soak docs clean system-deps
+.PHONY: test demo lint bench soak fuzz docs clean system-deps
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -55,3 +55,23 @@ docs: $(DOCS_STAMP)
 	$(PY) -m sphinx -b html -W --keep-going -q -d docs/_build/doctrees docs $(DOCS_OUT)
 	$(PY) docs/check_samples.py
 	@echo "docs: $(DOCS_OUT)/index.html"
+# --- reliability: the soak and the fuzzers (neither runs in `make test` or CI) ---------
+# `soak` is already in .PHONY; add `fuzz` there.
+# make soak                                  ten minutes of load with injected faults (benchmarks/soak.py)
+# make soak SOAK_ARGS="--duration 20"        a short run, to check the script itself
+# make fuzz                                  every atheris target, FUZZ_RUNS inputs each
+# make fuzz FUZZ_RUNS=1000000 FUZZ_ARGS="-max_total_time=600"
+SOAK_ARGS ?=
+FUZZ_RUNS ?= 200000
+FUZZ_ARGS ?=
+
+soak: $(STAMP)
+	$(PY) benchmarks/soak.py $(SOAK_ARGS)
+
+fuzz: $(STAMP)
+	$(PY) -m pip install -q atheris
+	@for target in tests/fuzz/fuzz_*.py; do \
+	  case $$target in */fuzz_targets.py) continue;; esac; \
+	  echo "== $$target"; \
+	  $(PY) $$target -atheris_runs=$(FUZZ_RUNS) $(FUZZ_ARGS) || exit 1; \
+	done

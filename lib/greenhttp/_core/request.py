@@ -263,8 +263,10 @@ class Request:
         self.type_of_service = tos
 
     def _set_servername(self, value: Any) -> None:
-        if not isinstance(value, str):
-            raise InvalidArgumentError(f"servername must be a string, got {value!r}")
+        if not isinstance(value, str) or not value or any(ord(ch) <= 0x20 or ord(ch) == 0x7F for ch in value):
+            raise InvalidArgumentError(
+                f"servername must be a host name without spaces or control characters, got {value!r}"
+            )
         self.servername = value
 
     def _set_headers(self, raw: Any) -> None:

@@ -61,6 +61,8 @@ def parse_origin(url: object, name: str = "url") -> Origin:
     hostname = parts.hostname
     if not hostname:
         raise InvalidArgumentError(f"invalid {name}: {url!r} (no host)")
+    if any(ord(ch) <= 0x20 or ord(ch) == 0x7F or ch in "%<>\\^`{|}" for ch in hostname):
+        raise InvalidArgumentError(f"invalid {name}: {url!r} (the host has forbidden characters)")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise InvalidArgumentError(f"invalid {name}: {url!r} (an origin has no path, query or fragment)")
     if parts.username is not None or parts.password is not None:

@@ -22,7 +22,6 @@ from .. import _debug
 from .._core.body import StreamBody, to_bytes_chunk
 from .._core.h1 import ResponseParser
 from .._core.request import EXPECTS_PAYLOAD, Request
-from .._core.request import RESPONSE_STARTED as _RESPONSE_STARTED
 from .._net.stream import Transport, UpgradedSocket
 from .._runtime import Deadline, GreenletExit, Parker, getcurrent, kill, spawn
 from ..errors import (
@@ -75,6 +74,8 @@ class H1Connection:
         self.max_concurrent = client._pipelining or 1  # the client updates it when pipelining changes
         self.reader: Any = None
         self._tos: int | None = None  # the IP type of service last set by a request
+        self._armed_for: Request | None = None  # the request whose headers deadline is armed
+        self._final_head_for: Request | None = None  # the request whose final head arrived
         self._view = memoryview(bytearray(65536))  # the reader's receive buffer
         self._writer: Any = None  # the greenlet writing a large or streamed body, if any
         self._phase = _IDLE
@@ -178,6 +179,7 @@ class H1Connection:
             self.writing = True
             self._writer = spawn(self._write_body, req, head, body, stream)
         if len(running) == 1 and not self.writing:
+            self._armed_for = req
             self._arm(_HEADERS, req)
 
     def _reset_rules(self, req: Request) -> None:
@@ -272,6 +274,7 @@ class H1Connection:
         if self.destroyed:
             return
         if self.running and self._phase == _IDLE:
+            self._armed_for = self.running[0]
             self._arm(_HEADERS, self.running[0])
         self.client._resume()
 
@@ -301,9 +304,12 @@ class H1Connection:
         if not running:
             if self._phase != _IDLE:
                 self._arm(_IDLE, None)
-        elif running[0].state == _RESPONSE_STARTED:
+        elif self._final_head_for is running[0]:
             self._arm(_BODY, running[0])
-        elif not self.writing:
+        elif not self.writing and (self._phase != _HEADERS or self._armed_for is not running[0]):
+            # headers_timeout bounds the whole head (interim 1xx heads included),
+            # so it is armed once per request, not refreshed by every read.
+            self._armed_for = running[0]
             self._arm(_HEADERS, running[0])
 
     def _on_deadline(self) -> None:
@@ -338,6 +344,7 @@ class H1Connection:
                 cont.set(False)
                 self.reset = True
         self.blocking = False
+        self._final_head_for = req
         if not keep_alive:
             self.reset = True
         elif self.client._pipelining:
