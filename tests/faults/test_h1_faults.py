@@ -388,12 +388,6 @@ def test_a_complete_unsolicited_response_closes_the_connection(make_server, make
     assert server.accepted == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=errors.HTTPParserError,
-    reason="library bug: unsolicited bytes that are not yet a whole head stay buffered "
-    "and are parsed as the start of the next request's response",
-)
 def test_unsolicited_partial_bytes_do_not_poison_the_next_response(make_server, make_client):
     def fault(conn: Any) -> None:
         conn.read_request()

@@ -435,12 +435,6 @@ BODY_ON_NO_BODY = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=errors.HTTPParserError,
-    reason="library bug: bytes after a response that may not have a body stay buffered and "
-    "poison the next response on the reused connection",
-)
 @pytest.mark.parametrize(
     "name,method,wire", BODY_ON_NO_BODY, ids=[n for n, _, _ in BODY_ON_NO_BODY]
 )

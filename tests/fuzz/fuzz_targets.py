@@ -267,9 +267,8 @@ def redirect(data: bytes) -> None:
     if target is not None and _WIRE_VALUE.fullmatch(location):  # a Location a parser lets through
         new_origin, new_path = target
         assert new_path.startswith("/") and re.fullmatch(r"[\x21-\x7e]+", new_path), new_path
-        # No control character reaches the Host header of the next hop. (A space or
-        # obs-text host is not refused yet: see docs/security.md, known gaps.)
-        assert new_origin is None or re.fullmatch(r"https?://[^/?#@\x00-\x1f\x7f]+", new_origin), (
+        # No space or control character reaches the Host header of the next hop.
+        assert new_origin is None or re.fullmatch(r"https?://[^/?#@ \x00-\x1f\x7f]+", new_origin), (
             new_origin
         )
     status = _STATUSES[inp.byte() % len(_STATUSES)]

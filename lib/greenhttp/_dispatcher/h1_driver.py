@@ -468,6 +468,10 @@ class H1Connection:
                 return self._eof()
             wait_first = n < 65536
             parser.feed(view[:n].tobytes())
+            if not self.running and not parser.idle and not self._stop_reading:
+                # Bytes nobody asked for (a body after 204/304/HEAD, or junk): never
+                # let them be read as the start of the next response.
+                raise SocketError("bad response", self._socket_info())
         return None
 
     def _read_exact(self, size: int) -> bytes | None:
