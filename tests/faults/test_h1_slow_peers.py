@@ -147,12 +147,6 @@ def test_an_early_answer_to_an_upload_is_delivered_or_fails_cleanly(make_server,
     assert fetch(client, "/next") == b"ok /next"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=gevent.Timeout,
-    reason="library bug: while a request body is being written the headers timeout is "
-    "not armed, so an upload to a server that never reads hangs forever",
-)
 def test_an_upload_to_a_server_that_never_reads_times_out(make_server, make_client):
     release = gevent.event.Event()
 

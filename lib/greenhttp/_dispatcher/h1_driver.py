@@ -41,6 +41,7 @@ __all__ = ["H1Connection"]
 _KEEP_ALIVE_HINT = re.compile(r"timeout=(\d+)")
 _BIG_READ = 1 << 22  # read a known-length body straight into one buffer up to 4 MiB
 _INLINE_BODY = 1 << 16  # bodies up to 64 KiB go out with the head in one send
+_WRITE_PIECE = 1 << 18  # larger bodies go out in pieces, each restarting the write stall deadline
 
 _IDLE, _HEADERS, _BODY = 0, 1, 2
 _DEBUG = _debug.core_enabled
@@ -223,7 +224,10 @@ class H1Connection:
                     return
                 head = b""
             if stream is None:
-                transport.sendall(head + body if head else body)
+                data = memoryview(head + body if head else body)
+                for start in range(0, len(data), _WRITE_PIECE):
+                    self._writing_progress(req)
+                    transport.sendall(data[start : start + _WRITE_PIECE])
             else:
                 self._write_stream(req, head, stream)
         except GreenletExit:
@@ -253,6 +257,7 @@ class H1Connection:
                 written += len(chunk)
                 if declared is not None and written > declared:
                     raise RequestContentLengthMismatchError()
+                self._writing_progress(req)
                 if chunked:
                     transport.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 else:
@@ -267,6 +272,13 @@ class H1Connection:
             raise RequestContentLengthMismatchError()
         if chunked:
             transport.sendall(b"0\r\n\r\n")
+
+    def _writing_progress(self, req: Request) -> None:
+        """While a body is written, headers_timeout bounds each stalled write:
+        a server that never reads can't hold the request forever."""
+        if self.running and self.running[0] is req:
+            self._armed_for = req
+            self._arm(_HEADERS, req)
 
     def _write_done(self) -> None:
         self.writing = False
