@@ -22,6 +22,7 @@ from .. import _debug
 from .._core.body import StreamBody, to_bytes_chunk
 from .._core.h1 import ResponseParser
 from .._core.request import EXPECTS_PAYLOAD, Request
+from .._net.connector import socket_info
 from .._net.stream import Transport, UpgradedSocket
 from .._runtime import Deadline, GreenletExit, Parker, getcurrent, kill, spawn
 from ..errors import (
@@ -560,16 +561,5 @@ class H1Connection:
         self.client._connection_lost(self, err, running)
 
     def _socket_info(self) -> dict[str, Any] | None:
-        try:
-            local = self.sock.getsockname()
-            remote = self.sock.getpeername()
-        except (OSError, AttributeError):
-            return None
-        if isinstance(local, tuple):
-            return {
-                "local_address": local[0],
-                "local_port": local[1],
-                "remote_address": remote[0],
-                "remote_port": remote[1],
-            }
-        return {"local_address": local, "remote_address": remote}
+        """What ``SocketError.socket`` reports about this connection."""
+        return socket_info(self.sock)

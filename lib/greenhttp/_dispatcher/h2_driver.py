@@ -59,6 +59,7 @@ from .._core.h2 import (
     error_name,
 )
 from .._core.request import EXPECTS_PAYLOAD, Request
+from .._net.connector import socket_info
 from .._net.stream import Transport
 from .._runtime import GreenletExit, call_soon, getcurrent, kill, now, spawn
 from ..errors import (
@@ -668,16 +669,5 @@ class H2Connection:
         self.client._connection_lost(self, err, [])
 
     def _socket_info(self) -> dict[str, Any] | None:
-        try:
-            local = self.sock.getsockname()
-            remote = self.sock.getpeername()
-        except (OSError, AttributeError):
-            return None
-        if isinstance(local, tuple):
-            return {
-                "local_address": local[0],
-                "local_port": local[1],
-                "remote_address": remote[0],
-                "remote_port": remote[1],
-            }
-        return {"local_address": local, "remote_address": remote}
+        """What ``SocketError.socket`` reports about this connection."""
+        return socket_info(self.sock)
