@@ -14,6 +14,7 @@ from ._api.stream import PipelineData, PipelineDuplex, StreamData, StreamFactory
 from ._api.upgrade import ConnectData, UpgradeData
 from ._core.blob import Blob
 from ._core.fetch_headers import Headers
+from ._core.option_types import PipelineOptions, RequestOptions, UpgradeOptions
 from ._core.request import Controller
 from ._dispatcher.agent import Agent
 from ._dispatcher.base import ComposedDispatcher, Dispatcher
@@ -71,6 +72,10 @@ __all__ = [
     "AbortController",
     "AbortSignal",
     "Blob",
+    # the request options, typed for type checkers and editors
+    "RequestOptions",
+    "PipelineOptions",
+    "UpgradeOptions",
     # interceptors and handler decorators
     "interceptors",
     "cache_stores",

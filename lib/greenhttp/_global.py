@@ -10,11 +10,16 @@ first use). Everything else is passed through unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 from urllib.parse import urlsplit
 
+from ._api.request import ResponseData
+from ._api.stream import PipelineData, PipelineDuplex, StreamData, StreamFactoryData
+from ._api.upgrade import ConnectData, UpgradeData
+from ._core.option_types import PipelineOptions, RequestOptions, Unpack, UpgradeOptions, URLLike
 from ._core.url import parse_origin
 from ._dispatcher.agent import Agent
+from ._dispatcher.base import Dispatcher
 from .errors import InvalidArgumentError
 
 __all__ = [
@@ -99,6 +104,32 @@ def _method(options: dict[str, Any]) -> str:
     return options.pop("method", None) or ("PUT" if options.get("body") is not None else "GET")
 
 
+# The overloads are what type checkers and editors see (option_types.py); ``path``,
+# ``method``, ``dispatcher`` and ``callback`` reach the implementation in ``options``.
+@overload
+def request(
+    url: str | URLLike,
+    *,
+    path: str | None = None,
+    method: str | None = None,
+    dispatcher: Dispatcher | None = None,
+    callback: None = None,
+    **options: Unpack[RequestOptions],
+) -> ResponseData: ...
+
+
+@overload
+def request(
+    url: str | URLLike,
+    *,
+    path: str | None = None,
+    method: str | None = None,
+    dispatcher: Dispatcher | None = None,
+    callback: Callable[[Exception | None, ResponseData | None], object],
+    **options: Unpack[RequestOptions],
+) -> None: ...
+
+
 def request(url: Any, **options: Any) -> Any:
     """Send a request to ``url`` and block the calling greenlet until the response head arrives.
 
@@ -113,6 +144,32 @@ def request(url: Any, **options: Any) -> Any:
     return dispatcher.request(path=path, method=method, origin=origin, **options)
 
 
+@overload
+def stream(
+    url: str | URLLike,
+    factory: Callable[[StreamFactoryData], Any],
+    *,
+    path: str | None = None,
+    method: str | None = None,
+    dispatcher: Dispatcher | None = None,
+    callback: None = None,
+    **options: Unpack[RequestOptions],
+) -> StreamData: ...
+
+
+@overload
+def stream(
+    url: str | URLLike,
+    factory: Callable[[StreamFactoryData], Any],
+    *,
+    path: str | None = None,
+    method: str | None = None,
+    dispatcher: Dispatcher | None = None,
+    callback: Callable[[Exception | None, StreamData | None], object],
+    **options: Unpack[RequestOptions],
+) -> None: ...
+
+
 def stream(url: Any, factory: Callable[[Any], Any], **options: Any) -> Any:
     """Send a request to ``url`` and write the response body into ``factory(data)``'s result.
 
@@ -125,15 +182,52 @@ def stream(url: Any, factory: Callable[[Any], Any], **options: Any) -> Any:
     return dispatcher.stream(path=path, method=method, origin=origin, factory=factory, **options)
 
 
-def pipeline(url: Any, handler: Callable[[Any], Any], **options: Any) -> Any:
+def pipeline(
+    url: str | URLLike,
+    handler: Callable[[PipelineData], Any],
+    *,
+    path: str | None = None,
+    method: str | None = None,
+    dispatcher: Dispatcher | None = None,
+    **options: Unpack[PipelineOptions],
+) -> PipelineDuplex:
     """Start a request to ``url``; returns the :class:`PipelineDuplex` of :meth:`Dispatcher.pipeline`.
 
     Never blocks (the duplex's ``write``/``read`` do). As :func:`request` for
     ``url``, ``dispatcher=`` and the method. Greenlet-safe.
     """
-    dispatcher, origin, path = _split(url, options)
-    method = _method(options)
-    return dispatcher.pipeline(path=path, method=method, origin=origin, handler=handler, **options)
+    opts: dict[str, Any] = {**options, "path": path, "method": method, "dispatcher": dispatcher}
+    target, origin, target_path = _split(url, opts)
+    duplex: PipelineDuplex = target.pipeline(
+        path=target_path, method=_method(opts), origin=origin, handler=handler, **opts
+    )
+    return duplex
+
+
+@overload
+def upgrade(
+    url: str | URLLike,
+    *,
+    path: str | None = None,
+    method: str | None = None,
+    protocol: str = "Websocket",
+    dispatcher: Dispatcher | None = None,
+    callback: None = None,
+    **options: Unpack[UpgradeOptions],
+) -> UpgradeData: ...
+
+
+@overload
+def upgrade(
+    url: str | URLLike,
+    *,
+    path: str | None = None,
+    method: str | None = None,
+    protocol: str = "Websocket",
+    dispatcher: Dispatcher | None = None,
+    callback: Callable[[Exception | None, UpgradeData | None], object],
+    **options: Unpack[UpgradeOptions],
+) -> None: ...
 
 
 def upgrade(url: Any, **options: Any) -> Any:
@@ -145,6 +239,28 @@ def upgrade(url: Any, **options: Any) -> Any:
     dispatcher, origin, path = _split(url, options)
     method = _method(options)
     return dispatcher.upgrade(path=path, method=method, origin=origin, **options)
+
+
+@overload
+def connect(
+    url: str | URLLike,
+    *,
+    path: str | None = None,
+    dispatcher: Dispatcher | None = None,
+    callback: None = None,
+    **options: Unpack[UpgradeOptions],
+) -> ConnectData: ...
+
+
+@overload
+def connect(
+    url: str | URLLike,
+    *,
+    path: str | None = None,
+    dispatcher: Dispatcher | None = None,
+    callback: Callable[[Exception | None, ConnectData | None], object],
+    **options: Unpack[UpgradeOptions],
+) -> None: ...
 
 
 def connect(url: Any, **options: Any) -> Any:

@@ -51,7 +51,8 @@ def call_soon(fn: Callable[..., Any], *args: Any) -> None:
 
 def now() -> float:
     """The event loop's cached monotonic time, in seconds (cheap)."""
-    return get_hub().loop.now()
+    t: float = get_hub().loop.now()
+    return t
 
 
 def kill(greenlet: Any, exception: Any = GreenletExit) -> None:

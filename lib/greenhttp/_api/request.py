@@ -207,7 +207,8 @@ def request(dispatcher: Any, options: dict[str, Any]) -> ResponseData:
         handler = RequestHandler(None, None, False, 65536)
     dispatcher.dispatch(options, handler)
     try:
-        return handler.parker.get()
+        data: ResponseData = handler.parker.get()
+        return data
     except BaseException as exc:
         # The caller gave up (an error, or a gevent.Timeout around the call).
         if handler.controller is not None and not isinstance(exc, Exception):

@@ -105,7 +105,8 @@ def upgrade(dispatcher: Any, options: dict[str, Any]) -> UpgradeData:
         raise InvalidArgumentError(f"protocol must be a string, got {protocol!r}")
     options["upgrade"] = protocol
     options.setdefault("method", "GET")
-    return _run(dispatcher, options, False)
+    data: UpgradeData = _run(dispatcher, options, False)
+    return data
 
 
 def connect(dispatcher: Any, options: dict[str, Any]) -> ConnectData:

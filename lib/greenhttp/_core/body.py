@@ -66,7 +66,8 @@ def _file_length(f: Any) -> int | None:
 
         if not stat.S_ISREG(st.st_mode):
             return None
-        return max(0, st.st_size - f.tell())
+        position: int = f.tell()
+        return max(0, st.st_size - position)
     except (AttributeError, OSError, ValueError):
         return None
 

@@ -157,7 +157,7 @@ class _ZlibStage(_Stage):
             if not self.buf and not self.more:
                 return b""
             try:
-                out = obj.decompress(self.buf, PIECE)
+                out: bytes = obj.decompress(self.buf, PIECE)
             except zlib.error as exc:
                 raise self._corrupt(exc) from exc
             self.buf = obj.unconsumed_tail
@@ -182,7 +182,7 @@ class _BrotliStage(_Stage):
         dec = self.dec
         try:
             if not dec.can_accept_more_data():
-                out = dec.process(b"", output_buffer_limit=PIECE)
+                out: bytes = dec.process(b"", output_buffer_limit=PIECE)
                 if out:
                     return out
             if self.buf:

@@ -122,7 +122,7 @@ def _next(group: dict[str, Any] | None) -> dict[str, Any] | None:
     offset = group["offset"]
     offset = 0 if offset is None else offset + 1
     group["offset"] = offset
-    ips = group["ips"]
+    ips: list[dict[str, Any]] = group["ips"]
     return ips[offset % len(ips)]
 
 

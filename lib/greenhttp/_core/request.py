@@ -208,10 +208,10 @@ class Request:
     def _check_method(method: Any) -> str:
         if not isinstance(method, str):
             raise InvalidArgumentError(f"method must be a string, got {method!r}")
-        method = _KNOWN_METHODS.get(method, method)
-        if not TOKEN_RE.match(method):
-            raise InvalidArgumentError(f"invalid request method: {method!r}")
-        return method
+        name = _KNOWN_METHODS.get(method, method)
+        if not TOKEN_RE.match(name):
+            raise InvalidArgumentError(f"invalid request method: {name!r}")
+        return name
 
     # -- the less common options, each with its own check ----------------------------
     def _set_origin(self, value: Any) -> None:

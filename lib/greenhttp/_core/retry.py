@@ -197,7 +197,7 @@ def error_codes(exc: BaseException) -> list[str]:
         if isinstance(code, str) and code:
             out.append(code)
         if isinstance(e, socket.gaierror):
-            name = _GAI_NAMES.get(e.errno)  # type: ignore[arg-type]
+            name = _GAI_NAMES.get(e.errno)
             if name is not None:
                 out.append(name)
         elif isinstance(e, OSError) and isinstance(e.errno, int):

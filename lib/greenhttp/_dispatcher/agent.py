@@ -81,7 +81,7 @@ class Agent(Dispatcher):
         self._max_origins = max_origins
         # Each spelling of an origin seen in requests (a (spelling, "#http1-only")
         # tuple for allow_h2=False) -> its dispatcher: one lookup per request.
-        self._routes: dict[Any, Any] = {}
+        self._routes: dict[Any, Dispatcher] = {}
         self._dispatchers: dict[str, Any] = {}  # canonical origin (+ "#http1-only") -> dispatcher
         self._origins: dict[str, int] = {}  # canonical origin -> how many dispatchers it has
         self._retiring: list[Any] = []

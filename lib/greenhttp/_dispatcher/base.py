@@ -9,7 +9,7 @@ implements ``dispatch(options, handler) -> bool`` and inherits the rest:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 from .._api.request import ResponseData, request, run_with_callback
 from .._api.stream import (
@@ -21,6 +21,7 @@ from .._api.stream import (
     stream,
 )
 from .._api.upgrade import ConnectData, UpgradeData, connect, upgrade
+from .._core.option_types import PipelineOptions, RequestOptions, Unpack, UpgradeOptions, URLLike
 from .._emitter import EventEmitter
 from ..errors import InvalidArgumentError
 from .compose import compose_dispatch
@@ -51,6 +52,30 @@ class Dispatcher(EventEmitter):
         raise NotImplementedError
 
     # -- blocking helpers ------------------------------------------------------------
+    # Each helper's overloads are what type checkers and editors see: the options
+    # by name and type (option_types.py), and None as the result with a callback.
+    @overload
+    def request(
+        self,
+        path: str,
+        method: str = "GET",
+        *,
+        origin: str | URLLike | None = None,
+        callback: None = None,
+        **options: Unpack[RequestOptions],
+    ) -> ResponseData: ...
+
+    @overload
+    def request(
+        self,
+        path: str,
+        method: str = "GET",
+        *,
+        origin: str | URLLike | None = None,
+        callback: Callable[[Exception | None, ResponseData | None], object],
+        **options: Unpack[RequestOptions],
+    ) -> None: ...
+
     def request(
         self,
         path: str | None = None,
@@ -58,7 +83,7 @@ class Dispatcher(EventEmitter):
         *,
         callback: Callable[[Any, Any], Any] | None = None,
         **options: Any,
-    ) -> ResponseData:
+    ) -> ResponseData | None:
         """Send a request and block the calling greenlet until the response head arrives.
 
         Returns :class:`ResponseData`; read its ``body`` (which blocks as data
@@ -71,8 +96,32 @@ class Dispatcher(EventEmitter):
         options["method"] = method
         if callback is not None:
             run_with_callback(lambda: request(self, options), callback, options.get("opaque"))
-            return None  # type: ignore[return-value]
+            return None
         return request(self, options)
+
+    @overload
+    def stream(
+        self,
+        path: str,
+        method: str = "GET",
+        *,
+        factory: Callable[[StreamFactoryData], Any],
+        origin: str | URLLike | None = None,
+        callback: None = None,
+        **options: Unpack[RequestOptions],
+    ) -> StreamData: ...
+
+    @overload
+    def stream(
+        self,
+        path: str,
+        method: str = "GET",
+        *,
+        factory: Callable[[StreamFactoryData], Any],
+        origin: str | URLLike | None = None,
+        callback: Callable[[Exception | None, StreamData | None], object],
+        **options: Unpack[RequestOptions],
+    ) -> None: ...
 
     def stream(
         self,
@@ -82,7 +131,7 @@ class Dispatcher(EventEmitter):
         factory: Callable[[StreamFactoryData], Any],
         callback: Callable[[Any, Any], Any] | None = None,
         **options: Any,
-    ) -> StreamData:
+    ) -> StreamData | None:
         """Send a request and write the response body into ``factory(data)``'s writable.
 
         ``factory`` gets ``StreamFactoryData(status_code, headers, opaque,
@@ -95,7 +144,7 @@ class Dispatcher(EventEmitter):
         options["method"] = method
         if callback is not None:
             run_with_callback(lambda: stream(self, options, factory), callback, options.get("opaque"))
-            return None  # type: ignore[return-value]
+            return None
         return stream(self, options, factory)
 
     def pipeline(
@@ -104,7 +153,8 @@ class Dispatcher(EventEmitter):
         method: str = "GET",
         *,
         handler: Callable[[PipelineData], Any],
-        **options: Any,
+        origin: str | URLLike | None = None,
+        **options: Unpack[PipelineOptions],
     ) -> PipelineDuplex:
         """Start a request whose body is written to, and response read from, the returned duplex.
 
@@ -112,9 +162,34 @@ class Dispatcher(EventEmitter):
         context)`` and returns what to read (usually ``data.body``). Never
         blocks; the duplex's ``write``/``read`` block the calling greenlet.
         """
-        options["path"] = path
-        options["method"] = method
-        return pipeline(self, options, handler)
+        opts: dict[str, Any] = {**options, "path": path, "method": method}
+        if origin is not None:
+            opts["origin"] = origin
+        return pipeline(self, opts, handler)
+
+    @overload
+    def upgrade(
+        self,
+        path: str,
+        method: str = "GET",
+        *,
+        protocol: str = "Websocket",
+        origin: str | URLLike | None = None,
+        callback: None = None,
+        **options: Unpack[UpgradeOptions],
+    ) -> UpgradeData: ...
+
+    @overload
+    def upgrade(
+        self,
+        path: str,
+        method: str = "GET",
+        *,
+        protocol: str = "Websocket",
+        origin: str | URLLike | None = None,
+        callback: Callable[[Exception | None, UpgradeData | None], object],
+        **options: Unpack[UpgradeOptions],
+    ) -> None: ...
 
     def upgrade(
         self,
@@ -124,17 +199,37 @@ class Dispatcher(EventEmitter):
         protocol: str = "Websocket",
         callback: Callable[[Any, Any], Any] | None = None,
         **options: Any,
-    ) -> UpgradeData:
+    ) -> UpgradeData | None:
         """Send an upgrade request; blocks until ``101``. Returns ``UpgradeData(headers, socket, opaque)``."""
         options.update(path=path, method=method, protocol=protocol)
         if callback is not None:
             run_with_callback(lambda: upgrade(self, options), callback, options.get("opaque"))
-            return None  # type: ignore[return-value]
+            return None
         return upgrade(self, options)
+
+    @overload
+    def connect(
+        self,
+        path: str,
+        *,
+        origin: str | URLLike | None = None,
+        callback: None = None,
+        **options: Unpack[UpgradeOptions],
+    ) -> ConnectData: ...
+
+    @overload
+    def connect(
+        self,
+        path: str,
+        *,
+        origin: str | URLLike | None = None,
+        callback: Callable[[Exception | None, ConnectData | None], object],
+        **options: Unpack[UpgradeOptions],
+    ) -> None: ...
 
     def connect(
         self, path: str | None = None, *, callback: Callable[[Any, Any], Any] | None = None, **options: Any
-    ) -> ConnectData:
+    ) -> ConnectData | None:
         """HTTP CONNECT to ``path`` (``host:port``); blocks until the tunnel is answered.
 
         Returns ``ConnectData(status_code, headers, socket, opaque)``.
@@ -142,7 +237,7 @@ class Dispatcher(EventEmitter):
         options["path"] = path
         if callback is not None:
             run_with_callback(lambda: connect(self, options), callback, options.get("opaque"))
-            return None  # type: ignore[return-value]
+            return None
         return connect(self, options)
 
     # -- composition ------------------------------------------------------------------

@@ -47,7 +47,8 @@ def check_client_ttl(value: Any) -> float:
 def check_factory(value: Any) -> Callable[..., Any] | None:
     if value is not None and not callable(value):
         raise InvalidArgumentError(f"factory must be callable, got {value!r}")
-    return value
+    factory: Callable[..., Any] | None = value
+    return factory
 
 
 class Pool(PoolBase):

@@ -183,7 +183,8 @@ class Relay:
     @property
     def raw_headers(self) -> list[bytes] | None:
         if self.upstream is not None:
-            return self.upstream.raw_headers
+            raw: list[bytes] | None = self.upstream.raw_headers
+            return raw
         return _raw_headers(self._fields)  # built on demand: most handlers never ask
 
     @property

@@ -13,18 +13,48 @@ driver keeps one writer at a time).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gevent import get_hub, getcurrent
 from gevent.socket import socket as _gevent_socket
 
-__all__ = ["Transport", "UpgradedSocket"]
+if TYPE_CHECKING:
+    import _socket
+
+__all__ = ["Transport", "UpgradedSocket", "SocketLike"]
+
+
+class SocketLike(Protocol):
+    """What this module uses of a socket: gevent's, a TLS socket, or a custom connector's.
+
+    ``family`` and ``setsockopt`` are only used for ``type_of_service``, best
+    effort (a socket without them is left alone).
+    """
+
+    @property
+    def family(self) -> int: ...
+
+    def recv(self, bufsize: int, flags: int = ..., /) -> bytes: ...
+
+    def recv_into(self, buffer: Any, nbytes: int = ..., flags: int = ..., /) -> int: ...
+
+    def send(self, data: Any, flags: int = ..., /) -> int: ...
+
+    def sendall(self, data: Any, flags: int = ..., /) -> Any: ...
+
+    def setsockopt(self, level: int, optname: int, value: int, /) -> Any: ...
+
+    def shutdown(self, how: int, /) -> Any: ...
+
+    def close(self) -> Any: ...
 
 
 class Transport:
     """The byte pipe of one connection. Not greenlet-safe by itself: one reader, one writer."""
 
     __slots__ = ("sock", "_raw", "_hub", "_rw", "_ww", "fast", "closed")
+    sock: SocketLike
+    _raw: _socket.socket | None  # the plain socket under gevent's, on the fast path
 
     def __init__(self, sock: Any) -> None:
         self.sock = sock
@@ -158,7 +188,7 @@ class UpgradedSocket:
     """
 
     def __init__(self, sock: Any, head: bytes = b"") -> None:
-        self._sock = sock
+        self._sock: SocketLike = sock
         self._head = head
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:

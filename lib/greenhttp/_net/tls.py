@@ -232,7 +232,7 @@ def is_resumable(sock: Any) -> ssl.SSLSession | None:
     the handshake has no ticket yet and is not worth keeping.
     """
     try:
-        session = sock.session
+        session: ssl.SSLSession | None = sock.session
         version = sock.version()
     except (AttributeError, OSError, ValueError):
         return None

@@ -50,19 +50,21 @@ def _warn_once() -> None:
     warnings.warn(warning, stacklevel=3)
 
 
-class CloseInfo(dict):
+class CloseInfo(dict[str, Any]):
     """What ``closed`` resolves to: ``{"close_code": int, "reason": str}``, readable
     as a dict or through the ``close_code`` and ``reason`` attributes."""
 
     @property
     def close_code(self) -> int:
         """The server's close code (1005 when its close frame had none)."""
-        return self["close_code"]
+        code: int = self["close_code"]
+        return code
 
     @property
     def reason(self) -> str:
         """The server's close reason."""
-        return self["reason"]
+        reason: str = self["reason"]
+        return reason
 
 
 class WebSocketStreamReadable:
@@ -93,7 +95,7 @@ class WebSocketStreamReadable:
                 raise end
             self._available.clear()
             self._available.wait()
-        item = items.popleft()
+        item: str | bytes = items.popleft()
         if len(items) < HIGH_WATER_MARK:
             self._room.set()
         return item

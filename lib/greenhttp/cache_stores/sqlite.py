@@ -213,7 +213,8 @@ class SqliteCacheStore:
     def size(self) -> int:
         """The number of rows (entries, expired ones included until pruned). Blocks briefly."""
         with self._lock:
-            return self._connection().execute(f"SELECT COUNT(*) FROM {_TABLE}").fetchone()[0]
+            count: int = self._connection().execute(f"SELECT COUNT(*) FROM {_TABLE}").fetchone()[0]
+            return count
 
     # -- internals ---------------------------------------------------------------------------------
     def _commit(self, key: CacheKey, value: CacheValue, body: bytes) -> None:
