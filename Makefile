@@ -12,12 +12,17 @@ $(STAMP): pyproject.toml setup.py
 	$(PY) -m pip install -q -e '.[test,lint]'
 	touch $(STAMP)
 
-# nginx is the real third-party peer of the interop tests and the benchmark.
+# nginx is the real third-party peer of the interop tests and the benchmark;
+# Node's `ws` server is another (tests/interop/test_ws_node.py).
 system-deps:
 	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || { \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx) >/dev/null; \
 	  else echo "nginx is missing: install it (apt-get install nginx)"; exit 1; fi; }
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm) >/dev/null; \
+	  else echo "node and npm are missing: install them (apt-get install nodejs npm)"; exit 1; fi; }
 
 test: $(STAMP) system-deps
 	$(PY) -m pytest -q

@@ -149,6 +149,12 @@ class H2Tunnel:
             parker.set()
 
     # -- reading ---------------------------------------------------------------------------------
+    @property
+    def at_eof(self) -> bool:
+        """True once the server ended its side (or the stream failed) and every byte was read:
+        the next ``recv`` returns ``b""`` (or raises) without blocking."""
+        return (self._eof or self.closed) and not self._chunks
+
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
         """Up to ``bufsize`` bytes; blocks until some arrive; ``b""`` at the end."""
         chunks = self._chunks
@@ -161,7 +167,7 @@ class H2Tunnel:
             parker.get()
         item = chunks[0]
         data, off, flow = item
-        out = data[off : off + bufsize]
+        out: bytes = data[off : off + bufsize]
         if off + len(out) < len(data):
             item[1] = off + len(out)
         else:

@@ -1,9 +1,16 @@
 """The opening handshake and what it negotiates, applied to received frames.
 
 RFC 6455 §4.1 and the WHATWG WebSocket standard ("establish a WebSocket
-connection"). The request goes through a dispatcher's ``upgrade()``, so it
-takes the dispatcher's connector, TLS settings and interceptors; everything
-else here is pure: it decides from strings and headers.
+connection"). The request is dispatched as an upgrade to ``websocket``, so
+it takes the dispatcher's connector, TLS settings and interceptors. On an
+HTTP/1.1 connection that is a ``GET`` with ``Upgrade: websocket``, answered
+by ``101``; on an HTTP/2 connection the driver sends it as an extended
+CONNECT with ``:protocol websocket`` (RFC 8441 §4), answered by a ``2xx``,
+and the stream then carries the frames. An HTTP/2 server that did not
+announce SETTINGS_ENABLE_CONNECT_PROTOCOL makes :func:`perform` ask again
+with ``allow_h2=False``, as the original library does: an ``Agent`` routes
+that to an HTTP/1.1-only connection. Everything else here is pure: it
+decides from strings and headers.
 
 permessage-deflate (RFC 7692) is offered on every handshake. greenhttp only
 *inflates*: it never compresses what it sends (RFC 7692 §6 lets a sender
@@ -19,6 +26,7 @@ import base64
 import hashlib
 import os
 import re
+import warnings
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -27,10 +35,11 @@ from urllib.parse import quote, urlsplit
 from wsproto.extensions import Extension
 from wsproto.frame_protocol import CloseReason, Opcode, RsvBits
 
-from .._api.upgrade import upgrade
+from .._api.request import bind_signal
 from .._core.headers import header_pairs
 from .._core.options import WebSocketOptions
-from ..errors import DOMException
+from .._runtime import Parker
+from ..errors import DOMException, ExperimentalWarning, InformationalError
 
 __all__ = [
     "Target",
@@ -40,6 +49,7 @@ __all__ = [
     "parse_protocols",
     "request_headers",
     "check_response",
+    "check_h2_response",
     "perform",
     "InboundPolicy",
     "limits_of",
@@ -89,13 +99,15 @@ class Target:
 @dataclass(frozen=True)
 class Negotiated:
     """What the server accepted: ``protocol``, the raw ``extensions`` header value,
-    whether messages may arrive compressed, and whether each one starts a new
-    compression context (``server_no_context_takeover``)."""
+    whether messages may arrive compressed, whether each one starts a new
+    compression context (``server_no_context_takeover``), and whether the
+    connection is an HTTP/2 stream (``http2``)."""
 
     protocol: str = ""
     extensions: str = ""
     deflate: bool = False
     reset_context: bool = False
+    http2: bool = False  # an RFC 8441 stream of an HTTP/2 connection, not a TCP connection
 
 
 class HandshakeError(Exception):
@@ -236,6 +248,29 @@ def check_response(headers: dict[str, Any], key: str, protocols: list[str]) -> N
     accept = _one(headers, "sec-websocket-accept")
     if accept is None or accept.strip() != accept_for(key):
         raise HandshakeError(f"the Sec-WebSocket-Accept header is wrong: {accept!r}")
+    return _negotiate(headers, protocols)
+
+
+def check_h2_response(headers: dict[str, Any], protocols: list[str]) -> Negotiated:
+    """Check the headers of a ``2xx`` answer to an extended CONNECT (RFC 8441 §5).
+
+    There is no ``Upgrade``, ``Connection`` or ``Sec-WebSocket-Accept`` to
+    check over HTTP/2 (the ``:protocol`` pseudo-header replaces the key
+    exchange, so an ``Sec-WebSocket-Accept`` the server adds anyway is
+    ignored); the extensions and the subprotocol are checked as over HTTP/1.1.
+    """
+    negotiated = _negotiate(headers, protocols)
+    return Negotiated(
+        negotiated.protocol,
+        negotiated.extensions,
+        negotiated.deflate,
+        negotiated.reset_context,
+        True,
+    )
+
+
+def _negotiate(headers: dict[str, Any], protocols: list[str]) -> Negotiated:
+    """RFC 6455 §4.1, items 5 and 6 of the client's checks: extensions, subprotocol."""
     extensions = _joined(headers, "sec-websocket-extensions")
     deflate = reset = False
     if extensions is not None and extensions.strip():
@@ -296,38 +331,125 @@ def _check_extensions(value: str) -> tuple[bool, bool]:
     return True, reset
 
 
+#: The h2 driver's error when the server did not announce extended CONNECT.
+_NO_EXTENDED_CONNECT = "Extended CONNECT protocol not supported by server"
+_h2_warned = False  # the one-time ExperimentalWarning of WebSocket over HTTP/2 (tests reset it)
+
+
+def _warn_h2_once() -> None:
+    global _h2_warned
+    if _h2_warned:
+        return
+    _h2_warned = True
+    warnings.warn(
+        ExperimentalWarning(
+            "WebSocket over HTTP2 is experimental, and subject to change.", code="GREENHTTP-WS-H2"
+        ),
+        stacklevel=2,
+    )
+
+
+class _HandshakeHandler:
+    """The dispatch handler of one handshake attempt: parks the caller until the
+    connection hands over a socket (``101`` on HTTP/1.1, ``2xx`` on HTTP/2) or fails."""
+
+    __slots__ = ("parker", "controller", "abort_reason")
+
+    def __init__(self) -> None:
+        self.parker = Parker()
+        self.controller: Any = None
+        self.abort_reason: BaseException | None = None
+
+    def abort(self, reason: BaseException) -> None:
+        if self.abort_reason is not None:
+            return
+        self.abort_reason = reason
+        if self.controller is not None:
+            self.controller.abort(reason)
+        else:
+            self.parker.set_exception(reason)
+
+    def on_request_start(self, controller: Any, context: Any) -> None:
+        self.controller = controller
+        if self.abort_reason is not None:
+            controller.abort(self.abort_reason)
+
+    def on_request_upgrade(self, controller: Any, status: int, headers: Any, socket: Any) -> None:
+        self.parker.set((status, headers, socket))
+
+    def on_response_start(self, controller: Any, status: int, headers: Any, message: str) -> None:
+        # Only HTTP/2 gets here: its driver hands a non-2xx answer to an
+        # extended CONNECT over as a response (HTTP/1.1 refuses a non-101 itself).
+        if status >= 200:
+            controller.abort(HandshakeError(f"the server answered {status} instead of 200"))
+
+    def on_response_data(self, controller: Any, chunk: bytes) -> None:
+        return None
+
+    def on_response_end(self, controller: Any, trailers: Any) -> None:
+        return None
+
+    def on_response_error(self, controller: Any, err: BaseException) -> None:
+        self.parker.set_exception(err)
+
+
+def _dispatch(dispatcher: Any, options: dict[str, Any], signal: Any) -> tuple[int, Any, Any]:
+    handler = _HandshakeHandler()
+    unbind = bind_signal(signal, handler.abort)
+    try:
+        dispatcher.dispatch(options, handler)
+        return handler.parker.get()  # type: ignore[no-any-return]
+    finally:
+        if unbind is not None:
+            unbind()
+
+
 def perform(
     dispatcher: Any, target: Target, protocols: list[str], extra_headers: Any, signal: Any
 ) -> tuple[Any, Negotiated]:
-    """Send the handshake through ``dispatcher.upgrade`` and check the answer.
+    """Send the handshake through ``dispatcher.dispatch`` and check the answer.
 
     Blocks the calling greenlet until the server switches protocols; returns
-    the socket (which replays any bytes the server sent after its ``101``)
-    and what was negotiated. Raises what the dispatcher raised, or
-    :class:`HandshakeError` (after closing the socket).
+    the socket (an HTTP/1.1 one replays any bytes the server sent after its
+    ``101``; an HTTP/2 one is the stream's tunnel) and what was negotiated.
+    Raises what the dispatcher raised, or :class:`HandshakeError` (after
+    closing the socket).
+
+    The headers are the same either way (the ``Sec-WebSocket-Key`` is sent
+    over HTTP/2 too, where RFC 8441 §5 says it is not processed, because the
+    connection is only known once the request reaches it). When the
+    dispatcher's HTTP/2 connection cannot carry it (the server never sent
+    SETTINGS_ENABLE_CONNECT_PROTOCOL), the handshake is dispatched once more
+    with ``allow_h2=False``.
     """
     headers, key = request_headers(extra_headers, protocols)
-    options = {
+    options: dict[str, Any] = {
         "path": target.path,
         "method": "GET",
-        "protocol": "websocket",
+        "upgrade": "websocket",
         "headers": headers,
         "origin": target.http_origin,
-        "signal": signal,
-        # RFC 8441 (WebSocket over HTTP/2) is not implemented: an Agent routes
-        # this request to an HTTP/1.1-only connection.
-        "allow_h2": False,
     }
-    if callable(getattr(dispatcher, "upgrade", None)):
-        data = dispatcher.upgrade(**options)
-    else:  # a bare dispatch() object (set_global_dispatcher accepts those)
-        data = upgrade(dispatcher, options)
     try:
-        negotiated = check_response(data.headers, key, protocols)
+        status, response_headers, sock = _dispatch(dispatcher, dict(options), signal)
+    except InformationalError as exc:
+        if _NO_EXTENDED_CONNECT not in str(exc):
+            raise
+        # RFC 8441 is not available on this HTTP/2 connection: an Agent sends the
+        # retry over a separate HTTP/1.1-only connection; a Client or Pool bound to
+        # that HTTP/2 connection fails the same way again.
+        options["allow_h2"] = False
+        status, response_headers, sock = _dispatch(dispatcher, options, signal)
+    try:
+        if status == 101:
+            negotiated = check_response(response_headers, key, protocols)
+        else:
+            negotiated = check_h2_response(response_headers, protocols)
+            _warn_h2_once()
     except BaseException:
-        data.socket.close()
+        sock.close()
         raise
-    return data.socket, negotiated
+    return sock, negotiated
 
 
 def limits_of(dispatcher: Any) -> tuple[int, int]:

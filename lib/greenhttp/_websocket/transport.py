@@ -17,6 +17,15 @@ kernel takes it, and otherwise to a queue that one writer greenlet drains
 (the writer "lock" is that single writer). ``buffered_amount`` counts the
 payload bytes not yet handed to the kernel.
 
+Over HTTP/2 (RFC 8441) the "socket" is the ``H2Tunnel`` of one stream;
+RFC 8441 §6 maps TCP's FIN to END_STREAM and a reset to RST_STREAM
+(CANCEL). There is no TIME_WAIT to spare the server there, so once close
+frames went both ways the connection is closed at once (RFC 6455 §7.1.1
+allows it) instead of waiting for the server to end the stream: the queued
+frames (an echoed close frame) are written, then the stream is ended with
+END_STREAM if the server already ended its side, else reset. Failing the
+connection likewise ends the stream right after the close frame.
+
 Receiving follows RFC 6455 strictly: wsproto rejects bad framing, bad
 opcodes, masked frames, fragmented or oversized control frames, reserved
 bits and invalid UTF-8; ``handshake.InboundPolicy`` adds RFC 7692 inflation
@@ -44,7 +53,7 @@ from .._abort import AbortController
 from .._api.request import bind_signal
 from .._net.stream import Transport, UpgradedSocket
 from .._runtime import Parker, getcurrent, kill, spawn, start_timer
-from ..errors import MessageSizeExceededError, WebSocketError
+from ..errors import GreenHTTPError, MessageSizeExceededError, WebSocketError
 from . import handshake
 from .handshake import InboundPolicy, Negotiated, Target, limits_of
 
@@ -115,6 +124,11 @@ def encode_frame(opcode: int, payload: bytes) -> bytes:
     return head + key + buf
 
 
+#: What a lost connection raises: socket errors, and over HTTP/2 the tunnel's
+#: errors (its connection failed, or its client was closed or destroyed).
+_LOST = (OSError, GreenHTTPError)
+
+
 def valid_close_code(code: int) -> bool:
     """May a peer send ``code`` in a close frame? RFC 6455 §7.4 and the IANA
     registry: 1000–1003, 1007–1014 and 3000–4999 (1004–1006 and 1015 never)."""
@@ -175,6 +189,8 @@ class Session:
         self._error: WebSocketError | None = None
         self._timer: Any = None
         self._reader: Any = None
+        self._eof = False  # the server closed its side (TCP FIN, or END_STREAM over HTTP/2)
+        self._done = False  # HTTP/2: the closing handshake is complete; stop reading
         self._unbind: Any = None  # detaches the user's abort signal
         self._greenlet = spawn(self._main)
 
@@ -252,9 +268,10 @@ class Session:
                 decoder.receive_bytes(head)
                 self._decode()
             wait_first = True
-            while True:
+            while not self._done:
                 n = transport.recv_into(view, wait_first)
                 if n == 0:
+                    self._eof = True
                     return
                 wait_first = n < 65536
                 if self._discard:
@@ -265,7 +282,7 @@ class Session:
             return
         except _WriteFailed:
             return
-        except OSError as exc:
+        except _LOST as exc:
             if not self._close_received and self._error is None:
                 self._error = _failure(f"the connection was lost: {exc}", 1006, exc)
                 self._log_error(self._error)
@@ -361,6 +378,9 @@ class Session:
             # Echo the code only (no code stays no code), then let the server close TCP.
             self._set_closing()
             self._send_close(None if code == 1005 else code, "")
+        if self.negotiated.http2:
+            self._done = True  # close frames went both ways: nothing more to read
+            return
         self._arm_timeout(restart=True)
 
     # -- closing --------------------------------------------------------------------
@@ -420,6 +440,11 @@ class Session:
         self._parts.clear()
         self._set_closing()
         self._send_close(code, reason, then_shutdown=True)
+        if self.negotiated.http2:
+            # The stream's RST_STREAM cannot overtake the close frame written before
+            # it (a TCP reset can discard it): no need to wait for the server.
+            self._done = True
+            return
         self._arm_timeout()
 
     def _finish(self) -> None:
@@ -432,12 +457,20 @@ class Session:
         if self._timer is not None:
             self._timer.close()
             self._timer = None
+        transport = self._transport
+        if transport is not None and self.negotiated.http2 and (self._done or self._eof):
+            # RFC 8441 §6: write what is queued (an echoed close frame) first; then
+            # END_STREAM if the server ended its side, else close() resets the stream.
+            if self._writer is not None:
+                self._writer.join(CLOSE_TIMEOUT)
+            if (self._eof or getattr(transport.sock, "at_eof", False)) and not self._wqueue:
+                transport.shutdown_write()
         if self._writer is not None:
             kill(self._writer)
             self._writer = None
         self._drop_queue(_failure("the WebSocket closed before the data was sent", 1006))
-        if self._transport is not None:
-            self._transport.close()
+        if transport is not None:
+            transport.close()
         if self.owns_dispatcher:
             try:
                 self.dispatcher.destroy()
@@ -494,7 +527,7 @@ class Session:
         if not self._wqueue and self._writer is None and transport.fast:
             try:
                 sent = transport.try_send(data)
-            except OSError as exc:
+            except _LOST as exc:
                 self._write_failed(exc)
                 return None
             if sent == len(data):
@@ -523,7 +556,7 @@ class Session:
                     transport.shutdown_write()
                 if parker is not None:
                     parker.set()
-        except OSError as exc:
+        except _LOST as exc:
             self._write_failed(exc)
         finally:
             if self._writer is getcurrent():
@@ -536,7 +569,7 @@ class Session:
                 entry[3].set_exception(error)
         self._wqueue.clear()
 
-    def _write_failed(self, exc: OSError) -> None:
+    def _write_failed(self, exc: BaseException) -> None:
         self._write_closed = True
         self._drop_queue(_failure(f"the connection was lost: {exc}", 1006, exc))
         if self.state == CLOSED:

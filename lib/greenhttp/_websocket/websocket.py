@@ -106,6 +106,10 @@ class WebSocket(EventTarget):
     "headers"}``. A repeated or invalid subprotocol raises a ``SyntaxError``
     :class:`DOMException`. Returns at once; the handshake runs in the
     background. Greenlet-safe; no method blocks.
+
+    Where the handshake reaches an HTTP/2 connection (ALPN ``h2``, or an
+    ``H2CClient``) whose server allows extended CONNECT, the WebSocket runs
+    on one stream of it (RFC 8441, experimental); see ``docs/websocket.md``.
     """
 
     CONNECTING = CONNECTING
