@@ -15,14 +15,24 @@ import os
 import sys
 from functools import partial
 
-__all__ = ["core", "core_enabled", "websocket", "enabled", "setup_from_env"]
+__all__ = ["core", "core_enabled", "core_maybe_enabled", "websocket", "enabled", "setup_from_env"]
 
 core = logging.getLogger("greenhttp")
 fetch = logging.getLogger("greenhttp.fetch")
 websocket = logging.getLogger("greenhttp.websocket")
 
-#: True when the ``greenhttp`` logger emits DEBUG records (a C-level call: cheap).
+#: True when the ``greenhttp`` logger emits DEBUG records.
 core_enabled = partial(core.isEnabledFor, logging.DEBUG)
+
+# The per-request check, in C: logging keeps a per-logger cache of isEnabledFor
+# answers and clears it whenever any level changes. A cached False answers at
+# once; True or "not cached" falls through to core_enabled(), which fills it.
+_level_cache = getattr(core, "_cache", None)
+#: False only when the ``greenhttp`` logger surely emits no DEBUG record: call as
+#: ``core_maybe_enabled() and core_enabled()``.
+core_maybe_enabled = (
+    partial(_level_cache.get, logging.DEBUG, True) if isinstance(_level_cache, dict) else core_enabled
+)
 
 _NAMESPACES = {"greenhttp": core, "fetch": fetch, "websocket": websocket}
 _configured = False

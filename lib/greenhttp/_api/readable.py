@@ -159,6 +159,8 @@ class BodyReadable:
         chunks = self._chunks
         if len(chunks) == 1:
             out = chunks.popleft()
+            if type(out) is not builtins.bytes:
+                out = builtins.bytes(out)  # a whole-body buffer (bytearray) from the transport
         else:
             out = b"".join(chunks)
             chunks.clear()
@@ -183,7 +185,14 @@ class BodyReadable:
 
     def bytes(self) -> builtins.bytes:
         """The whole body. Blocks until it has arrived."""
-        self._take_use()
+        if self._used or self._closed:
+            raise TypeError("unusable")
+        self._used = True
+        if self._ended and self._error is None and len(self._chunks) == 1:
+            # The common small response: it was all there before the caller looked.
+            self._size = 0
+            chunk = self._chunks.popleft()
+            return chunk if type(chunk) is builtins.bytes else builtins.bytes(chunk)
         return self._read_everything()
 
     def array_buffer(self) -> builtins.bytes:

@@ -39,6 +39,7 @@ _TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _VALUE_CHAR = rb"[\t\x20-\x7e\x80-\xff]"
 _LINE = _TOKEN + rb":" + _VALUE_CHAR + rb"*\r\n"
 _BLOCK_RE = re.compile(rb"(?:" + _LINE + rb")*")
+_block_fullmatch = _BLOCK_RE.fullmatch
 _STATUS_RE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: (" + _VALUE_CHAR + rb"*))?\r\n")
 _CHUNK_SIZE_RE = re.compile(rb"([0-9A-Fa-f]{1,16})(;[\t\x20-\x7e\x80-\xff]*)?\r\n")
 
@@ -75,13 +76,24 @@ def parse_header_block(block: bytes) -> dict[str, Any]:
     order, except ``set-cookie`` which is always a list. Raises
     :class:`HTTPParserError` on anything RFC 9112 refuses.
     """
-    end = _BLOCK_RE.match(block).end()  # type: ignore[union-attr]
-    if end != len(block):
+    if _block_fullmatch(block) is None:
+        end = _BLOCK_RE.match(block).end()  # type: ignore[union-attr]
         raise HTTPParserError("invalid header line", "HPE_INVALID_HEADER_TOKEN", block[end : end + 64])
-    headers: dict[str, Any] = {}
     lines = block.decode("latin-1").split("\r\n")
     lines.pop()  # the block ends with CRLF
     # The block matched _BLOCK_RE, so every line is exactly token ":" value.
+    headers: dict[str, Any] = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.lower()] = value.strip(" \t")
+    if len(headers) != len(lines) or "set-cookie" in headers:
+        return _merge_repeated(lines)
+    return headers
+
+
+def _merge_repeated(lines: list[str]) -> dict[str, Any]:
+    """The slow path: a repeated name becomes a list; ``set-cookie`` is always one."""
+    headers: dict[str, Any] = {}
     for line in lines:
         name, _, value = line.partition(":")
         name = name.lower()
@@ -377,7 +389,10 @@ class ResponseParser:
                 keep_alive = False
             return self.sink.on_head(status, reason, headers, raw, keep_alive)
         if cl is not None:
-            length = _content_length(cl)
+            if type(cl) is str and cl.isdigit() and cl.isascii() and len(cl) < 19:
+                length = int(cl)
+            else:
+                length = _content_length(cl)
             if length == 0:
                 self._state = _HEAD
                 stop = self.sink.on_head(status, reason, headers, raw, keep_alive)

@@ -46,6 +46,7 @@ _WRITE_PIECE = 1 << 18  # larger bodies go out in pieces, each restarting the wr
 
 _IDLE, _HEADERS, _BODY = 0, 1, 2
 _DEBUG = _debug.core_enabled
+_DEBUG_MAYBE = _debug.core_maybe_enabled
 
 
 class _TimeoutFired(Exception):
@@ -90,6 +91,8 @@ class H1Connection:
         self._finished = False
         self._detached = False
         self.connect_options: dict[str, Any] = {}  # what the connector was called with
+        self._abort_hook = self._abort_request  # bound once, set on every request
+        self._resume_hook = self._resume_request
         # TLS 1.3 tickets arrive after the handshake: cache the session after a response.
         self._remember_session = getattr(client._connector, "remember_session", None) if client._origin.is_https else None
 
@@ -168,11 +171,11 @@ class H1Connection:
         if not running:
             self.parser.expect(method)
         running.append(req)
-        req.abort_hook = self._abort_request
-        req.resume_hook = self._resume_request
+        req.abort_hook = self._abort_hook
+        req.resume_hook = self._resume_hook
         if req.blocking:
             self.blocking = True
-        if _DEBUG():
+        if _DEBUG_MAYBE() and _DEBUG():
             _debug.core.debug("sending request to %s %s%s", method, client._origin.origin, req.path)
 
         if stream is None and not req.expect_continue and (body is None or len(body) <= _INLINE_BODY):  # type: ignore[arg-type]
@@ -375,7 +378,7 @@ class H1Connection:
                     self.keep_alive_timeout = self.client._opts.keep_alive_timeout
             else:
                 self.keep_alive_timeout = self.client._opts.keep_alive_timeout
-        if _DEBUG():
+        if _DEBUG_MAYBE() and _DEBUG():
             _debug.core.debug(
                 "received response to %s %s%s - HTTP %d", req.method, self.client._origin.origin, req.path, status
             )
@@ -394,7 +397,7 @@ class H1Connection:
     def on_complete(self, trailers: dict[str, Any] | None) -> bool:
         running = self.running
         req = running.popleft()
-        if trailers and _DEBUG():
+        if trailers and _DEBUG_MAYBE() and _DEBUG():
             _debug.core.debug("trailers received from %s %s%s", req.method, self.client._origin.origin, req.path)
         req.on_complete(trailers)
         if self._remember_session is not None:
@@ -472,7 +475,8 @@ class H1Connection:
                 data = self._read_exact(min(remaining, _BIG_READ))
                 if data is None:
                     return self._eof()
-                parser.feed(data)
+                # The parser hands a whole-length buffer on as one body chunk, uncopied.
+                parser.feed(data)  # type: ignore[arg-type]
                 continue
             if wait_first:
                 self._arm_for_wait()
@@ -487,8 +491,13 @@ class H1Connection:
                 raise SocketError("bad response", self._socket_info())
         return None
 
-    def _read_exact(self, size: int) -> bytes | None:
-        """Read ``size`` body bytes straight into one buffer (big known-length bodies)."""
+    def _read_exact(self, size: int) -> bytearray | None:
+        """Read ``size`` body bytes straight into one buffer (big known-length bodies).
+
+        The buffer itself becomes the body chunk, uncopied: only a consumer that
+        takes the whole body asks for this (``Controller.wants_whole_body``), and
+        it copies once, when it joins the chunks into its ``bytes``.
+        """
         out = bytearray(size)
         view = memoryview(out)
         got = 0
@@ -502,7 +511,7 @@ class H1Connection:
                     self.parser.feed(bytes(view[:got]))
                 return None
             got += n
-        return bytes(out)
+        return out
 
     def _wait_resume(self, req: Request) -> None:
         self._deadline.clear()

@@ -80,6 +80,7 @@ if TYPE_CHECKING:
 __all__ = ["H2Connection"]
 
 _DEBUG = _debug.core_enabled
+_DEBUG_MAYBE = _debug.core_maybe_enabled
 # Requests already moved to a new connection once because of a GOAWAY (RFC 9113 §8.7: once).
 _GOAWAY_REPLAYED: weakref.WeakSet[Request] = weakref.WeakSet()
 
@@ -220,7 +221,7 @@ class H2Connection:
         self.timers.set_idle(None)
         t = req.headers_timeout if req.headers_timeout is not None else self._opts.headers_timeout
         self.timers.arm_stream(stream, t)
-        if _DEBUG():
+        if _DEBUG_MAYBE() and _DEBUG():
             _debug.core.debug("sending request to %s %s%s", method, self.client._origin.origin, req.path)
         if tunnel:
             stream.tunnel = True
@@ -413,7 +414,7 @@ class H2Connection:
         req.raw_head = raw
         t = req.body_timeout if req.body_timeout is not None else self._opts.body_timeout
         self.timers.arm_stream(stream, t)
-        if _DEBUG():
+        if _DEBUG_MAYBE() and _DEBUG():
             _debug.core.debug(
                 "received response to %s %s%s - HTTP %d", req.method, self.client._origin.origin, req.path, status
             )
@@ -474,7 +475,7 @@ class H2Connection:
             self.session.reset_stream(stream.sid, ErrorCodes.NO_ERROR)
         if trailers:
             req.raw_trailers = raw
-            if _DEBUG():
+            if _DEBUG_MAYBE() and _DEBUG():
                 _debug.core.debug("trailers received from %s %s%s", req.method, self.client._origin.origin, req.path)
         req.on_complete(trailers)
         if self._remember_session is not None:

@@ -292,7 +292,7 @@ class PoolBase(Dispatcher):
             self._retire(member)
             self._pump()
             return
-        free = self._feed(member)
+        free = self._feed(member) if self._queue else True
         if free and not member.free:
             member.free = True
             self._free.append(member)
