@@ -65,6 +65,7 @@ class Client(Dispatcher):
         self._need_drain = False
         self._readers: set[Any] = set()
         self._in_resume = False
+        self._error_hook = self._report_error  # bound once, given to every request
         _debug.setup_from_env()
 
     def _validate(self, options: dict[str, Any]) -> ClientOptions:
@@ -181,7 +182,7 @@ class Client(Dispatcher):
                 raise
             on_error(None, exc)
             return False
-        req.error_hook = self._report_error
+        req.error_hook = self._error_hook
         if req.length_mismatch and self._opts.strict_content_length:
             req.on_error(RequestContentLengthMismatchError())
             return not self.busy
@@ -213,6 +214,18 @@ class Client(Dispatcher):
         """Write what may be written now; connect if needed. Never blocks."""
         if self._in_resume or not (self._pending or self._need_drain or self._closed):
             return
+        if not self._pending and not self._closed:
+            # Only a drain to report (a pool's member freed up): the common case.
+            conn = self._conn
+            if (
+                conn is not None
+                and len(conn.running) < conn.max_concurrent
+                and not (conn.reset or conn.blocking or conn.writing)
+            ):
+                self._need_drain = False
+                self.emit("drain", self._origin.origin)
+                if not (self._pending or self._need_drain or self._closed):
+                    return
         self._in_resume = True
         try:
             self._resume_loop()

@@ -185,7 +185,9 @@ class H1Connection:
             self._writer = spawn(self._write_body, req, head, body, stream)
         if len(running) == 1 and not self.writing:
             self._armed_for = req
-            self._arm(_HEADERS, req)
+            self._phase = _HEADERS
+            t = req.headers_timeout
+            self._deadline.set(t if t is not None else client._opts.headers_timeout)
 
     def _reset_rules(self, req: Request) -> None:
         """REFERENCE §3.5: which requests close the socket after their response."""
@@ -319,7 +321,8 @@ class H1Connection:
         running = self.running
         if not running:
             if self._phase != _IDLE:
-                self._arm(_IDLE, None)
+                self._phase = _IDLE
+                self._deadline.set(self.keep_alive_timeout)
         elif self._final_head_for is running[0]:
             self._arm(_BODY, running[0])
         elif not self.writing and (self._phase != _HEADERS or self._armed_for is not running[0]):
