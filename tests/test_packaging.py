@@ -114,7 +114,7 @@ def test_sdist_and_wheel_build_install_and_import(tmp_path: Path) -> None:
     top = f"greenhttp-{version}/"
     with tarfile.open(sdist) as tf:
         members = {name.removeprefix(top) for name in tf.getnames()}
-    assert {"README.md", "CHANGELOG.md", "pyproject.toml", "PKG-INFO", "lib/greenhttp/py.typed"} <= members
+    assert {"README.md", "CHANGELOG.md", "LICENSE", "pyproject.toml", "PKG-INFO", "lib/greenhttp/py.typed"} <= members
     assert {f"lib/{module}" for module in modules} <= members
     assert [name for name in members if name == "tests" or name.startswith("tests/")] == []
     assert [name for name in members if "__pycache__" in name or name.endswith(".pyc")] == []

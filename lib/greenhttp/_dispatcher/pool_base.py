@@ -296,7 +296,7 @@ class PoolBase(Dispatcher):
         if free and not member.free:
             member.free = True
             self._free.append(member)
-        if self._need_drain or self._queue_waiters:
+        if (self._need_drain or self._queue_waiters) and not self._queue:
             self._after_feed([self, *(targets or [member.client])], free)
 
     def _expired(self, member: Member) -> bool:
