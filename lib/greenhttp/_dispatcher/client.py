@@ -197,9 +197,12 @@ class Client(Dispatcher):
             # Fast path: an idle connection takes the request straight away.
             if req.start(None):
                 conn.write(req)
-        else:
-            self._pending.append(req)
-            self._resume()
+            if len(conn.running) >= conn.max_concurrent or conn.reset or conn.blocking or conn.writing or self._pending:
+                self._need_drain = True
+                return False
+            return True
+        self._pending.append(req)
+        self._resume()
         if self.busy:
             self._need_drain = True
             return False

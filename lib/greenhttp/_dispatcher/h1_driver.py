@@ -472,10 +472,9 @@ class H1Connection:
                 self._wait_resume(head)
                 parser.feed(b"")
                 continue
-            remaining = parser.body_remaining
-            if remaining > 65536 and head is not None and head.read_all:
+            if head is not None and head.read_all and parser.body_remaining > 65536:
                 # The consumer takes the whole body: read it straight into one buffer.
-                data = self._read_exact(min(remaining, _BIG_READ))
+                data = self._read_exact(min(parser.body_remaining, _BIG_READ))
                 if data is None:
                     return self._eof()
                 # The parser hands a whole-length buffer on as one body chunk, uncopied.
