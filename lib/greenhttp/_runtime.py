@@ -49,6 +49,10 @@ def call_soon(fn: Callable[..., Any], *args: Any) -> None:
     get_hub().loop.run_callback(fn, *args)
 
 
+def _closed() -> None:
+    """The callback of a closed :class:`Deadline`."""
+
+
 def now() -> float:
     """The event loop's cached monotonic time, in seconds (cheap)."""
     t: float = get_hub().loop.now()
@@ -122,8 +126,13 @@ class Parker:
             finally:
                 self._waiter = None
         if self._state == 2:
-            exc = self._exc
-            raise exc  # type: ignore[misc]
+            # Hand the error over once and keep no reference to it: the frames in its
+            # traceback (this one, the caller's) refer to this Parker.
+            exc, self._exc = self._exc, None
+            try:
+                raise exc  # type: ignore[misc]
+            finally:
+                del exc
         return self._value
 
 
@@ -162,7 +171,9 @@ class Deadline:
         self.deadline = None
 
     def close(self) -> None:
+        """Cancel for good: the callback (often a bound method of the owner) is dropped too."""
         self.deadline = None
+        self._callback = _closed
         if self._timer is not None:
             self._timer.close()
             self._timer = None

@@ -199,6 +199,7 @@ class Agent(Dispatcher):
         self._retiring.append(dispatcher)
 
         def closed(err: Any, value: Any) -> None:
+            dispatcher.remove_all_listeners()  # our closures hold the dispatcher
             try:
                 self._retiring.remove(dispatcher)
             except ValueError:

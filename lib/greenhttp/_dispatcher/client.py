@@ -36,6 +36,10 @@ from .stats import ClientStats
 __all__ = ["Client"]
 
 
+def _report_unhandled(err: BaseException) -> None:
+    _debug.core.error("greenhttp: unhandled handler error: %r", err)
+
+
 class Client(Dispatcher):
     """A dispatcher for one origin over one connection (spec 2.1).
 
@@ -489,6 +493,7 @@ class Client(Dispatcher):
             return
         self._destroyed = True
         self._closed = True
+        self._error_hook = _report_unhandled  # a bound method of ours, kept by us: a cycle
         reason = err if err is not None else ClientDestroyedError()
         pending = list(self._pending)
         self._pending.clear()

@@ -57,6 +57,14 @@ class _TimeoutFired(Exception):
         self.phase = phase
 
 
+def _no_abort(req: Request, reason: BaseException) -> None:
+    """The abort hook of a closed connection."""
+
+
+def _no_resume(req: Request) -> None:
+    """The resume hook of a closed connection."""
+
+
 class H1Connection:
     """An HTTP/1.1 connection of a :class:`Client`. Used from the client's greenlets only."""
 
@@ -570,6 +578,11 @@ class H1Connection:
         running = list(self.running)
         self.running.clear()
         self.client._connection_lost(self, err, running)
+        # The parser and the bound hooks refer back to this connection: drop them, so a
+        # closed connection is freed by reference counting (no cycle for the collector).
+        self.parser.sink = None  # type: ignore[assignment]
+        self._abort_hook = _no_abort
+        self._resume_hook = _no_resume
 
     def _socket_info(self) -> dict[str, Any] | None:
         """What ``SocketError.socket`` reports about this connection."""

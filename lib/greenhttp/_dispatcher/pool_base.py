@@ -275,6 +275,7 @@ class PoolBase(Dispatcher):
         self._retiring.append(client)
 
         def closed(err: Any, value: Any) -> None:
+            client.remove_all_listeners()  # they hold the member, which holds the client
             try:
                 self._retiring.remove(client)
             except ValueError:

@@ -222,7 +222,8 @@ class Relay:
             chunk = next(body, _END)
             if chunk is _END:
                 self._done = True
-                fn = getattr(self.handler, "on_response_end", None)
+                handler, self.handler = self.handler, None  # it may keep us: no cycle once done
+                fn = getattr(handler, "on_response_end", None)
                 if fn is not None:
                     try:
                         fn(self, {})
@@ -241,7 +242,8 @@ class Relay:
         if self._done:
             return
         self._done = True
-        fn = getattr(self.handler, "on_response_error", None)
+        handler, self.handler = self.handler, None
+        fn = getattr(handler, "on_response_error", None)
         if fn is None:
             self._report(err)
             return
@@ -249,6 +251,16 @@ class Relay:
             fn(self, err)
         except Exception as exc:
             self._report(exc)
+
+    def release(self) -> None:
+        """The handler got its terminal callback from the request upstream: forget it.
+
+        The handler usually keeps its controller, so keeping the handler would make
+        a reference cycle. Afterwards the controller methods still work (on the
+        finished upstream request, or as no-ops) and nothing more is delivered.
+        """
+        self._done = True
+        self.handler = None
 
     @staticmethod
     def _report(err: BaseException) -> None:
@@ -458,7 +470,10 @@ class RevalidationHandler(CacheHandler):
         elif mode == "stale":
             self._serve_stale()
         else:
-            super().on_response_end(self.relay, trailers)
+            try:
+                super().on_response_end(self.relay, trailers)
+            finally:
+                self.relay.release()
 
     def on_response_error(self, controller: Any, err: BaseException) -> None:
         if (self.mode is None or self.mode == "stale") and self.verdict.stale_if_error and self.entry:
@@ -467,7 +482,10 @@ class RevalidationHandler(CacheHandler):
                 return
         self._drop_writer()
         self.relay.upstream = controller
-        DecoratorHandler.on_response_error(self, self.relay, err)
+        try:
+            DecoratorHandler.on_response_error(self, self.relay, err)
+        finally:
+            self.relay.release()
 
     # -- outcomes ----------------------------------------------------------------------------------
     def _serve_stale(self) -> None:

@@ -38,7 +38,9 @@ class Subscriber:
 
     ``abort(reason)`` ends this caller only (its handler gets
     ``on_response_error(reason)``); ``pause``/``resume`` hold back this
-    caller's data only. Any greenlet may call them.
+    caller's data only. Any greenlet may call them. Once its handler got the
+    terminal callback the subscriber forgets it (the handler usually keeps its
+    controller: no reference cycle); ``abort`` then does nothing.
     """
 
     __slots__ = ("fanout", "handler", "_paused", "_aborted", "_reason", "done", "backlog", "buffered", "end")
@@ -129,12 +131,13 @@ class Subscriber:
             self.end = trailers if trailers is not None else {}
             return
         self.done = True
-        fn = getattr(self.handler, "on_response_end", None)
+        handler, self.handler = self.handler, None  # it may keep us as its controller: no cycle once done
+        fn = getattr(handler, "on_response_end", None)
         if fn is not None:
             try:
                 fn(self, trailers)
             except Exception as exc:  # as the dispatcher's guard does: the error follows the end
-                self._deliver_error(exc)
+                self._deliver_error(handler, exc)
 
     def fail(self, err: BaseException) -> None:
         if self.done:
@@ -142,10 +145,11 @@ class Subscriber:
         self.done = True
         self.backlog.clear()
         self.end = None
-        self._deliver_error(err)
+        handler, self.handler = self.handler, None
+        self._deliver_error(handler, err)
 
-    def _deliver_error(self, err: BaseException) -> None:
-        fn = getattr(self.handler, "on_response_error", None)
+    def _deliver_error(self, handler: Any, err: BaseException) -> None:
+        fn = getattr(handler, "on_response_error", None)
         if fn is None:
             _log.error("greenhttp: unhandled error of a deduplicated request: %r", err)
             return
@@ -265,11 +269,15 @@ class Fanout:
     def on_response_end(self, controller: Any, trailers: Any) -> None:
         self.finished = True
         self._close()
-        for sub in self._live():
+        live = self._live()
+        self.subscribers = []  # they refer to us: keep no link back once done (no reference cycle)
+        for sub in live:
             sub.finish(trailers)
 
     def on_response_error(self, controller: Any, err: BaseException) -> None:
         self.finished = True
         self._close()
-        for sub in self._live():
+        live = self._live()
+        self.subscribers = []
+        for sub in live:
             sub.fail(err)

@@ -25,7 +25,7 @@ from typing import Any
 from .._core.body import StreamBody
 from .._core.headers import header_pairs
 from .._core.retry import RetryOptions, parse_content_range, retry_delay, should_retry
-from .._runtime import getcurrent, kill, sleep, spawn
+from .._runtime import GreenletExit, kill, sleep, spawn
 from ..errors import RequestAbortedError, RequestRetryError
 
 __all__ = ["RetryHandler", "RetryController"]
@@ -36,13 +36,20 @@ class RetryController:
 
     ``abort()`` also cancels a pending back-off and fails the request at once.
     Greenlet-safe in the sense of :class:`greenhttp.Controller`.
+
+    This is the controller half of :class:`RetryHandler` (the handler is its own
+    controller, so the two never refer to each other): ``target`` is the current
+    attempt's controller. Once the request has finished, ``abort``, ``pause``
+    and ``resume`` do nothing and the properties keep their last answers.
     """
 
-    __slots__ = ("_owner", "target")
+    __slots__ = ()
 
-    def __init__(self, owner: RetryHandler) -> None:
-        self._owner = owner
-        self.target: Any = None
+    target: Any
+    _abort_reason: BaseException | None
+
+    def _consumer_abort(self, reason: BaseException | None) -> None:
+        raise NotImplementedError
 
     def pause(self) -> None:
         if self.target is not None:
@@ -53,11 +60,11 @@ class RetryController:
             self.target.resume()
 
     def abort(self, reason: BaseException | None = None) -> None:
-        self._owner._consumer_abort(reason)
+        self._consumer_abort(reason)
 
     @property
     def aborted(self) -> bool:
-        return self._owner._abort_reason is not None or bool(self.target is not None and self.target.aborted)
+        return self._abort_reason is not None or bool(self.target is not None and self.target.aborted)
 
     @property
     def paused(self) -> bool:
@@ -65,8 +72,8 @@ class RetryController:
 
     @property
     def reason(self) -> BaseException | None:
-        if self._owner._abort_reason is not None:
-            return self._owner._abort_reason
+        if self._abort_reason is not None:
+            return self._abort_reason
         return self.target.reason if self.target is not None else None
 
     @property
@@ -90,13 +97,18 @@ def _cancel(timer: Any) -> None:
             return
 
 
-class RetryHandler:
+class RetryHandler(RetryController):
     """Wraps ``handler`` and re-dispatches ``opts`` through ``dispatch`` on retryable failures.
 
     ``opts`` must not hold ``retry_options`` any more (the interceptor strips
     it); ``options`` are the merged, validated options. One instance serves
     one request. Not a public constructor to call per se, but exported so
     custom interceptors and agents can reuse it.
+
+    It is also the controller the downstream handler sees (see
+    :class:`RetryController`). Once a terminal callback went downstream it
+    drops its link to the downstream handler, which usually keeps its
+    controller: a finished request leaves no reference cycle behind.
     """
 
     def __init__(
@@ -110,7 +122,7 @@ class RetryHandler:
         self.dispatch = dispatch
         self.handler = handler
         self.options = options
-        self.controller = RetryController(self)
+        self.target: Any = None  # the current attempt's controller
         self.counter = 0  # failed attempts so far
         self._counted = False  # the current attempt's failure was counted
         self._headers_sent = False
@@ -124,11 +136,23 @@ class RetryHandler:
         self._timer: Any = None
         self._abort_reason: BaseException | None = None
 
+    @property
+    def controller(self) -> RetryController:
+        """The controller the downstream handler sees: this object."""
+        return self
+
     # -- downstream helpers ---------------------------------------------------------------
     def _forward(self, name: str, *args: Any) -> None:
         fn = getattr(self.handler, name, None)
         if fn is not None:
-            fn(self.controller, *args)
+            fn(self, *args)
+
+    def _forward_terminal(self, name: str, *args: Any) -> None:
+        """Deliver the terminal callback, then forget the downstream handler."""
+        handler, self.handler = self.handler, None
+        fn = getattr(handler, name, None)
+        if fn is not None:
+            fn(self, *args)
 
     def _deliver_error(self, err: BaseException) -> None:
         if self._done:
@@ -138,10 +162,11 @@ class RetryHandler:
         if self._timer is not None:
             _cancel(self._timer)
             self._timer = None
-        fn = getattr(self.handler, "on_response_error", None)
+        handler, self.handler = self.handler, None
+        fn = getattr(handler, "on_response_error", None)
         if fn is None:
             raise err
-        fn(self.controller, err)
+        fn(self, err)
 
     def _give_up(self, err: BaseException, controller: Any) -> None:
         """Fail for good: tell downstream, then stop the current attempt (if still running)."""
@@ -154,7 +179,7 @@ class RetryHandler:
 
     # -- the handler protocol ---------------------------------------------------------------
     def on_request_start(self, controller: Any, context: Any) -> None:
-        self.controller.target = controller
+        self.target = controller
         self._waiting = False
         if self._abort_reason is not None:
             controller.abort(self._abort_reason)
@@ -164,7 +189,7 @@ class RetryHandler:
 
     def on_request_upgrade(self, controller: Any, status_code: int, headers: Any, socket: Any) -> None:
         self._done = True
-        self._forward("on_request_upgrade", status_code, headers, socket)
+        self._forward_terminal("on_request_upgrade", status_code, headers, socket)
 
     def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
         if self._done:
@@ -211,7 +236,7 @@ class RetryHandler:
             self._deliver_error(self._retry_error("Content-Range mismatch", None, None))
             return
         self._done = True
-        self._forward("on_response_end", trailers)
+        self._forward_terminal("on_response_end", trailers)
 
     def on_response_error(self, controller: Any, err: BaseException) -> None:
         if self._done:
@@ -281,7 +306,8 @@ class RetryHandler:
 
     def _policy(self, err: BaseException, decided: Callable[[BaseException | None], None]) -> Any:
         """Run the policy for ``err``; it calls ``decided(None)`` to retry (after its wait) or
-        ``decided(error)`` to stop. Returns what cancels the wait, if anything."""
+        ``decided(error)`` to stop. Returns what cancels the wait, if anything. Our own
+        back-off greenlet calls ``decided(None, True)``: it may go on without spawning."""
         counter = self._count()
         custom = self.options.retry
         if custom is not None:
@@ -294,28 +320,30 @@ class RetryHandler:
         # The back-off waits in a greenlet of its own: the reader greenlet never waits.
         return spawn(self._back_off, retry_delay(err, counter, self.options, time.time()), decided)
 
-    def _back_off(self, delay: float, decided: Callable[[BaseException | None], None]) -> None:
-        sleep(delay)
+    def _back_off(self, delay: float, decided: Callable[..., None]) -> None:
+        try:
+            sleep(delay)
+        except GreenletExit:
+            return  # cancelled by an abort (ending quietly keeps no traceback that holds this handler)
         self._timer = None
-        decided(None)
+        decided(None, True)
 
     def _retry_or_fail(self, err: BaseException) -> None:
         """Ask the policy; on "retry" re-dispatch after its wait, else deliver the error."""
 
-        def decided(stop: BaseException | None) -> None:
+        def decided(stop: BaseException | None, backed_off: bool = False) -> None:
             if self._done:
                 return
             self._timer = None
             if stop is not None:
                 self._deliver_error(stop)
-            elif getcurrent() is backoff[0]:
+            elif backed_off:  # called by our own back-off greenlet: go on from there
                 self._redispatch()
             else:
                 spawn(self._redispatch)  # a custom policy may answer from anywhere
 
-        backoff: list[Any] = [None]
         self._waiting = True
-        timer = backoff[0] = self._policy(err, decided)
+        timer = self._policy(err, decided)
         if self._waiting and not self._done:
             self._timer = timer
 
@@ -324,7 +352,7 @@ class RetryHandler:
     ) -> None:
         """``throw_on_error=False``: hold the response while the policy decides; on "stop" deliver it."""
 
-        def decided(stop: BaseException | None) -> None:
+        def decided(stop: BaseException | None, backed_off: bool = False) -> None:
             if self._done:
                 return
             self._timer = None
@@ -370,7 +398,7 @@ class RetryHandler:
         if self._done or self._abort_reason is not None:
             return
         reason = self._abort_reason = reason if reason is not None else RequestAbortedError()
-        target = self.controller.target
+        target = self.target
         if target is not None:
             target.abort(reason)  # a running attempt fails through on_response_error
         if not self._done and self._waiting:

@@ -99,7 +99,10 @@ def connect_sequential(infos: Sequence[AddrInfo], connect: Connect) -> Any:
         except OSError as exc:
             last = exc
     assert last is not None
-    raise last
+    try:
+        raise last
+    finally:
+        last = None  # the traceback keeps this frame: it must not keep the error
 
 
 def connect_staggered(

@@ -41,55 +41,16 @@ def _warn_once() -> None:
         )
 
 
-class _DecodingController:
-    """The controller the downstream handler sees while a body is being decoded."""
-
-    __slots__ = ("_owner", "target")
-
-    def __init__(self, owner: _DecompressHandler) -> None:
-        self._owner = owner
-        self.target: Any = None
-
-    def pause(self) -> None:
-        self._owner._pause()
-
-    def resume(self) -> None:
-        self._owner._resume()
-
-    def abort(self, reason: BaseException | None = None) -> None:
-        self._owner._abort(reason if reason is not None else RequestAbortedError())
-
-    @property
-    def paused(self) -> bool:
-        return self._owner._paused
-
-    @property
-    def aborted(self) -> bool:
-        return self._owner._abort_reason is not None or bool(self.target is not None and self.target.aborted)
-
-    @property
-    def reason(self) -> BaseException | None:
-        if self._owner._abort_reason is not None:
-            return self._owner._abort_reason
-        return self.target.reason if self.target is not None else None
-
-    @property
-    def raw_headers(self) -> Any:
-        raw = self.target.raw_headers if self.target is not None else None
-        if raw is None or self._owner._decoder is None:
-            return raw
-        out: list[bytes] = []
-        for i in range(0, len(raw) - 1, 2):
-            if raw[i].lower() not in (b"content-encoding", b"content-length"):
-                out += (raw[i], raw[i + 1])
-        return out
-
-    @property
-    def raw_trailers(self) -> Any:
-        return self.target.raw_trailers if self.target is not None else None
-
-
 class _DecompressHandler(DecoratorHandler):
+    """Decodes the body. It is also the controller the downstream handler sees
+    (``target`` is the controller of the request itself).
+
+    Handler and controller are one object so they don't refer to each other, and
+    the link to the downstream handler (which keeps its controller) is dropped
+    once the terminal callback went down: a finished request leaves no reference
+    cycle. After that ``abort`` does nothing and the properties keep answering.
+    """
+
     def __init__(
         self,
         handler: Any,
@@ -99,7 +60,7 @@ class _DecompressHandler(DecoratorHandler):
         max_ratio: float | None,
     ) -> None:
         super().__init__(handler)
-        self.proxy = _DecodingController(self)
+        self.target: Any = None
         self._skip_status_codes = skip_status_codes
         self._skip_error_responses = skip_error_responses
         self._max_size = max_size
@@ -112,31 +73,62 @@ class _DecompressHandler(DecoratorHandler):
         self._scheduled = False
         self._abort_reason: BaseException | None = None
 
-    # -- the controller's side ------------------------------------------------------------
-    def _pause(self) -> None:
+    # -- the controller the downstream handler sees ----------------------------------------------
+    def pause(self) -> None:
         self._paused = True
-        target = self.proxy.target
+        target = self.target
         if target is not None:
             target.pause()
 
-    def _resume(self) -> None:
+    def resume(self) -> None:
         if not self._paused:
             return
         self._paused = False
         if self._decoder is None:
-            self.proxy.target.resume()
+            self.target.resume()
         elif not self._scheduled and not self._done:
             self._scheduled = True
             call_soon(self._pump_later)
 
-    def _abort(self, reason: BaseException) -> None:
+    def abort(self, reason: BaseException | None = None) -> None:
+        if reason is None:
+            reason = RequestAbortedError()
         if self._done or self._abort_reason is not None:
             return
         self._abort_reason = reason
-        if not self._ended and self.proxy.target is not None:
-            self.proxy.target.abort(reason)  # fails through on_response_error
+        if not self._ended and self.target is not None:
+            self.target.abort(reason)  # fails through on_response_error
         else:
             self._fail(reason)  # the request itself is over; only decoding was left
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def aborted(self) -> bool:
+        return self._abort_reason is not None or bool(self.target is not None and self.target.aborted)
+
+    @property
+    def reason(self) -> BaseException | None:
+        if self._abort_reason is not None:
+            return self._abort_reason
+        return self.target.reason if self.target is not None else None
+
+    @property
+    def raw_headers(self) -> Any:
+        raw = self.target.raw_headers if self.target is not None else None
+        if raw is None or self._decoder is None:
+            return raw
+        out: list[bytes] = []
+        for i in range(0, len(raw) - 1, 2):
+            if raw[i].lower() not in (b"content-encoding", b"content-length"):
+                out += (raw[i], raw[i + 1])
+        return out
+
+    @property
+    def raw_trailers(self) -> Any:
+        return self.target.raw_trailers if self.target is not None else None
 
     # -- decoding -----------------------------------------------------------------------------
     def _fail(self, err: BaseException) -> None:
@@ -144,7 +136,10 @@ class _DecompressHandler(DecoratorHandler):
             return
         self._done = True
         self._decoder = None
-        super().on_response_error(self.proxy, err)
+        try:
+            super().on_response_error(self, err)
+        finally:
+            self.handler = None  # it may keep us as its controller: no cycle once done
 
     def _pump(self) -> None:
         """Pass decoded pieces on until the consumer pauses or the input runs out. Raises."""
@@ -156,9 +151,12 @@ class _DecompressHandler(DecoratorHandler):
                 if self._ended and decoder.done:
                     self._done = True
                     self._decoder = None
-                    super().on_response_end(self.proxy, self._trailers)
+                    try:
+                        super().on_response_end(self, self._trailers)
+                    finally:
+                        self.handler = None
                 return
-            forward(self.proxy, piece)
+            forward(self, piece)
 
     def _pump_later(self) -> None:
         # From the event loop, after a resume: nobody is there to catch an error but us.
@@ -171,15 +169,22 @@ class _DecompressHandler(DecoratorHandler):
             if self._ended:
                 self._fail(exc)
             else:
-                self.proxy.target.abort(exc)
+                self.target.abort(exc)
             return
         if not self._paused and not self._ended and not self._done:
-            self.proxy.target.resume()
+            self.target.resume()
 
     # -- the handler protocol -------------------------------------------------------------------
     def on_request_start(self, controller: Any, context: Any) -> None:
-        self.proxy.target = controller
-        super().on_request_start(self.proxy, context)
+        self.target = controller
+        super().on_request_start(self, context)
+
+    def on_request_upgrade(self, controller: Any, status_code: int, headers: Any, socket: Any) -> None:
+        self._done = True
+        try:
+            super().on_request_upgrade(controller, status_code, headers, socket)
+        finally:
+            self.handler = None
 
     def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
         coding = headers.get("content-encoding") if isinstance(headers, dict) else None
@@ -189,21 +194,21 @@ class _DecompressHandler(DecoratorHandler):
             or status_code in self._skip_status_codes
             or (self._skip_error_responses and status_code >= 400)
         ):
-            super().on_response_start(self.proxy, status_code, headers, status_message)
+            super().on_response_start(self, status_code, headers, status_message)
             return
         codings = parse_encodings(coding)
         if codings is None:  # a coding we don't know: pass the body on as it is
-            super().on_response_start(self.proxy, status_code, headers, status_message)
+            super().on_response_start(self, status_code, headers, status_message)
             return
         self._decoder = BodyDecoder(codings, max_size=self._max_size, max_ratio=self._max_ratio)
         headers = {k: v for k, v in headers.items() if k not in ("content-encoding", "content-length")}
-        super().on_response_start(self.proxy, status_code, headers, status_message)
+        super().on_response_start(self, status_code, headers, status_message)
 
     def on_response_data(self, controller: Any, chunk: bytes) -> None:
         decoder = self._decoder
         if decoder is None:
             if not self._done:
-                super().on_response_data(self.proxy, chunk)
+                super().on_response_data(self, chunk)
             return
         decoder.feed(chunk)
         self._pump()
@@ -213,7 +218,10 @@ class _DecompressHandler(DecoratorHandler):
         if decoder is None:
             if not self._done:
                 self._done = True
-                super().on_response_end(self.proxy, trailers)
+                try:
+                    super().on_response_end(self, trailers)
+                finally:
+                    self.handler = None
             return
         self._ended = True
         self._trailers = trailers

@@ -24,18 +24,30 @@ def _check_max_size(name: str, value: Any) -> int:
     return value
 
 
-class _DumpController:
-    """What the downstream handler steers: aborting it fails the request at once but
-    lets the body drain in the background, so the connection survives."""
+class _DumpHandler(DecoratorHandler):
+    """Reads and drops the body. It is also the controller the downstream handler sees:
+    aborting it fails the request at once but lets the body drain in the background,
+    so the connection survives.
 
-    __slots__ = ("_owner", "target")
+    Handler and controller are one object so they don't refer to each other, and
+    the link to the downstream handler (which keeps its controller) is dropped
+    once the terminal callback went down: a finished request leaves no reference
+    cycle. After that the controller still answers (``aborted``, ``reason``,
+    ``raw_headers``); ``abort``, ``pause`` and ``resume`` do nothing.
+    """
 
-    def __init__(self, owner: _DumpHandler) -> None:
-        self._owner = owner
-        self.target: Any = None
+    def __init__(self, handler: Any, max_size: int) -> None:
+        super().__init__(handler)
+        self.max_size = max_size
+        self.size = 0
+        self.target: Any = None  # the controller of the request upstream
+        self._abort_reason: BaseException | None = None
+        self._headers_seen = False
+        self._done = False  # a terminal callback went downstream
 
+    # -- the controller the downstream handler sees -------------------------------------------
     def abort(self, reason: BaseException | None = None) -> None:
-        self._owner._consumer_abort(reason if reason is not None else RequestAbortedError())
+        self._consumer_abort(reason if reason is not None else RequestAbortedError())
 
     def pause(self) -> None:  # no body goes downstream: nothing to hold back
         pass
@@ -45,7 +57,7 @@ class _DumpController:
 
     @property
     def aborted(self) -> bool:
-        return self._owner._abort_reason is not None
+        return self._abort_reason is not None
 
     @property
     def paused(self) -> bool:
@@ -53,7 +65,7 @@ class _DumpController:
 
     @property
     def reason(self) -> BaseException | None:
-        return self._owner._abort_reason
+        return self._abort_reason
 
     @property
     def raw_headers(self) -> Any:
@@ -63,39 +75,35 @@ class _DumpController:
     def raw_trailers(self) -> Any:
         return self.target.raw_trailers if self.target is not None else None
 
-
-class _DumpHandler(DecoratorHandler):
-    def __init__(self, handler: Any, max_size: int) -> None:
-        super().__init__(handler)
-        self.max_size = max_size
-        self.size = 0
-        self.proxy = _DumpController(self)
-        self._abort_reason: BaseException | None = None
-        self._headers_seen = False
-        self._done = False  # a terminal callback went downstream
-
+    # -- the handler ------------------------------------------------------------------------------
     def _fail(self, err: BaseException) -> None:
         if not self._done:
             self._done = True
-            super().on_response_error(self.proxy, err)
+            try:
+                super().on_response_error(self, err)
+            finally:
+                self.handler = None
 
     def _consumer_abort(self, reason: BaseException) -> None:
         if self._abort_reason is not None or self._done:
             return
         self._abort_reason = reason
-        target = self.proxy.target
+        target = self.target
         if not self._headers_seen and target is not None:
             target.abort(reason)  # no head yet: nothing worth keeping the connection for
         else:
             self._fail(reason)  # the body keeps draining; the connection stays usable
 
     def on_request_start(self, controller: Any, context: Any) -> None:
-        self.proxy.target = controller
-        super().on_request_start(self.proxy, context)
+        self.target = controller
+        super().on_request_start(self, context)
 
     def on_request_upgrade(self, controller: Any, status_code: int, headers: Any, socket: Any) -> None:
         self._done = True
-        super().on_request_upgrade(self.proxy, status_code, headers, socket)
+        try:
+            super().on_request_upgrade(self, status_code, headers, socket)
+        finally:
+            self.handler = None
 
     def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
         if status_code >= 200:
@@ -107,7 +115,7 @@ class _DumpHandler(DecoratorHandler):
                 )
                 return
         if not self._done:
-            super().on_response_start(self.proxy, status_code, headers, status_message)
+            super().on_response_start(self, status_code, headers, status_message)
 
     def on_response_data(self, controller: Any, chunk: bytes) -> None:
         self.size += len(chunk)
@@ -119,7 +127,10 @@ class _DumpHandler(DecoratorHandler):
     def on_response_end(self, controller: Any, trailers: Any) -> None:
         if not self._done:
             self._done = True
-            super().on_response_end(self.proxy, trailers)
+            try:
+                super().on_response_end(self, trailers)
+            finally:
+                self.handler = None
 
     def on_response_error(self, controller: Any, err: BaseException) -> None:
         self._fail(err)
