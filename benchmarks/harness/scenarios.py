@@ -56,6 +56,8 @@ CLIENTS: dict[str, ClientDef] = {
         ClientDef("undici", BENCH_DIR / "node_undici.mjs", "undici", "undici@7 (Node)"),
         ClientDef("bare_socket", BARE, "bare_socket", "limit: bare gevent socket loop"),
         ClientDef("bare_httptools", BARE, "bare_httptools", "limit: gevent loop + httptools"),
+        ClientDef("bare_h2", BARE, "bare_h2", "bound: the h2 library alone (gevent)"),
+        ClientDef("bare_h2_novalidate", BARE, "bare_h2_novalidate", "bound: h2 alone, no header validation"),
     )
 }
 
@@ -104,7 +106,8 @@ SCENARIOS: dict[str, Scenario] = {
                  ("httpx_asyncio",)),
         Scenario("h2c_c64", "h2c (prior knowledge), 100 B body, 64 streams on 1 connection",
                  "h2c", "/100b", KIB100, 64, 1, 2000, 1000,
-                 ("greenhttp_h2c", "httpx", "undici"), "greenhttp_h2c", ("httpx_asyncio",)),
+                 ("greenhttp_h2c", "httpx", "undici", "bare_h2"), "greenhttp_h2c",
+                 ("httpx_asyncio", "bare_h2_novalidate")),
         Scenario("h2_tls_c64", "HTTP/2 over TLS (ALPN h2), 100 B body, 64 streams on 1 connection",
                  "h2", "/100b", KIB100, 64, 1, 2000, 1000,
                  ("greenhttp", "httpx", "undici"), "greenhttp", ("httpx_asyncio",)),

@@ -1,4 +1,4 @@
-"""Two speed limits for a gevent HTTP/1.1 client; not clients.
+"""Speed limits for a gevent HTTP client; not clients.
 
 ``bare_socket``
     One greenlet per connection sends a fixed request and ``recv_into`` one
@@ -12,6 +12,15 @@
 Both use ``gevent.socket`` directly (no monkey-patching), one greenlet per
 connection: with more workers than connections (c=256 on 64) the limit is
 measured with 64 greenlets. HTTP/1.1 only.
+
+``bare_h2``, ``bare_h2_novalidate`` (h2c)
+    The ``h2`` library alone: one ``h2.connection.H2Connection`` over one
+    ``gevent.socket``, every worker greenlet opening its own stream on it
+    (``send_headers`` with END_STREAM, one ``sendall``) and parking on a
+    ``Waiter`` until one reader greenlet, feeding ``receive_data``, has seen
+    its ``StreamEnded``; body bytes are acknowledged as they come. The first
+    runs h2's default configuration, the second turns its header validation
+    and normalisation off (as a client that checks its own headers would).
 """
 
 from __future__ import annotations
@@ -123,8 +132,103 @@ def _httptools_worker(spec: Spec, total: int) -> RequestFn:
     return one
 
 
+class _H2Loop:
+    """One h2c connection driven by the ``h2`` library, shared by all workers."""
+
+    def __init__(self, spec: Spec, validate: bool) -> None:
+        import gevent
+        import h2.config
+        import h2.connection
+        import h2.events
+        from gevent.lock import Semaphore
+
+        self.events = h2.events
+        self.sock = _connect(spec)
+        self.conn = h2.connection.H2Connection(
+            config=h2.config.H2Configuration(
+                client_side=True,
+                header_encoding=None,
+                validate_outbound_headers=validate,
+                normalize_outbound_headers=validate,
+                validate_inbound_headers=validate,
+                normalize_inbound_headers=validate,
+            )
+        )
+        self.conn.initiate_connection()
+        self.write_lock = Semaphore()  # one greenlet at a time in sendall
+        self.headers = [
+            (b":method", b"GET"),
+            (b":scheme", b"http"),
+            (b":authority", f"{spec.host}:{spec.port}".encode()),
+            (b":path", spec.path.encode()),
+        ]
+        self.waiting: dict[int, Any] = {}  # stream id -> [waiter, body chunks]
+        self.error: BaseException | None = None
+        self.flush()
+        self.reader = gevent.spawn(self.read_loop)
+
+    def flush(self) -> None:
+        data = self.conn.data_to_send()
+        if data:
+            with self.write_lock:
+                self.sock.sendall(data)
+
+    def read_loop(self) -> None:
+        from gevent import get_hub
+
+        conn = self.conn
+        events = self.events
+        wake = get_hub().loop.run_callback  # a Waiter is switched to from the hub
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    raise ConnectionError("server closed the connection")
+                for ev in conn.receive_data(data):
+                    kind = type(ev)
+                    if kind is events.DataReceived:
+                        self.waiting[ev.stream_id][1].append(ev.data)
+                        conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                    elif kind is events.StreamEnded:
+                        waiter, chunks = self.waiting.pop(ev.stream_id)
+                        wake(waiter.switch, len(b"".join(chunks)))
+                    elif kind is events.StreamReset:
+                        waiter, _ = self.waiting.pop(ev.stream_id)
+                        wake(waiter.throw, ConnectionError(f"stream reset: {ev.error_code}"))
+                self.flush()
+        except BaseException as exc:  # every parked worker learns of it
+            self.error = exc
+            for waiter, _ in self.waiting.values():
+                wake(waiter.throw, ConnectionError(f"connection failed: {exc!r}"))
+            self.waiting.clear()
+
+    def one(self) -> int:
+        from gevent._waiter import Waiter
+
+        if self.error is not None:
+            raise ConnectionError(f"connection failed: {self.error!r}")
+        conn = self.conn
+        sid = conn.get_next_available_stream_id()
+        waiter = Waiter()
+        self.waiting[sid] = [waiter, []]
+        conn.send_headers(sid, self.headers, end_stream=True)
+        self.flush()
+        size: int = waiter.get()
+        return size
+
+
 def main() -> None:
     client, spec = Spec.from_argv(sys.argv)
+    if client in ("bare_h2", "bare_h2_novalidate"):
+        if spec.protocol != "h2c":
+            skip("the bare h2 loop speaks h2c only")
+        try:
+            import h2  # noqa: F401
+        except ImportError:
+            skip("h2 not installed")
+        loop = _H2Loop(spec, validate=client == "bare_h2")
+        emit(drive_gevent(spec, [loop.one] * spec.concurrency))
+        return
     if spec.protocol != "h1":
         skip("the bare loops speak HTTP/1.1 only")
     make = {"bare_socket": _bare_worker, "bare_httptools": _httptools_worker}[client]

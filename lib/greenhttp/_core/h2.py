@@ -43,15 +43,45 @@ What the ``h2`` library does its own way is handled here:
   driver enforces the peer's limit itself, so the walk runs only now and then.
 * h2 refuses a frame longer than SETTINGS_MAX_FRAME_SIZE only once all of
   it has arrived; :class:`_FrameBuffer` refuses it at its header.
+
+The fast path. Most requests are a header block and nothing else (no body, no
+CONNECT), and their answers are a header block, DATA and perhaps trailers;
+h2 spends about 60 µs of CPU on each such exchange, mostly building frame
+objects, running two state machines and decoding HPACK byte by byte. The
+session runs those streams itself (:class:`_Fast`): it writes the HEADERS
+frame into h2's output buffer (taking the stream id from h2's counter, so h2
+never reuses it), splits received bytes into frames, handles HEADERS,
+CONTINUATION, DATA and RST_STREAM of those streams, and hands every other
+frame, in order, to h2 (settings, pings, GOAWAY, WINDOW_UPDATE, PRIORITY,
+and all frames of streams with a body or a tunnel). What h2 would check on
+those frames is checked here the same way (padding, flow control, content
+length, trailers with END_STREAM, DATA before the response head, 1xx without
+END_STREAM), and the connection-level receive window stays h2's.
+
+HPACK on the fast path. Request blocks are encoded without the dynamic
+table: a field is a static-table index when name and value match one, else a
+literal *without indexing* (*never indexed* for credentials, as before) with
+a static name index when there is one. Such a block does not depend on, or
+change, the compression state of either side, so the bytes of each field are
+cached per connection and the block is their join. h2's encoder is still used
+for the slow streams; a table size update it owes the peer (after the peer
+lowered SETTINGS_HEADER_TABLE_SIZE) sends the next request through h2, which
+puts the update first, as RFC 7541 §4.2 asks. Received blocks are decoded by
+h2's decoder (shared by both paths) and cached by their bytes when the bytes
+alone decide the result (:func:`_stateless`): no index into the dynamic
+table, no insertion into it unless its size is 0 (what nginx announces), no
+size update other than to 0. A cached answer also keeps its
+:func:`response_head` result, copied for each response.
 """
 
 from __future__ import annotations
 
 import re
+import struct
 from typing import Any
 
 from h2.config import H2Configuration
-from h2.connection import ConnectionState
+from h2.connection import ConnectionInputs, ConnectionState
 from h2.connection import H2Connection as _H2Connection
 from h2.errors import ErrorCodes
 from h2.events import (
@@ -66,10 +96,18 @@ from h2.events import (
     TrailersReceived,
     WindowUpdated,
 )
-from h2.exceptions import InvalidBodyLengthError, ProtocolError, StreamClosedError
+from h2.exceptions import (
+    DenialOfServiceError,
+    FlowControlError,
+    FrameDataMissingError,
+    InvalidBodyLengthError,
+    ProtocolError,
+    StreamClosedError,
+)
 from h2.frame_buffer import FrameBuffer
 from h2.settings import SettingCodes, Settings
-from hpack import NeverIndexedHeaderTuple
+from hpack import HPACKError, NeverIndexedHeaderTuple, OversizedHeaderListError
+from hpack.table import HeaderTable
 from hyperframe.frame import WindowUpdateFrame
 
 from ..errors import InformationalError
@@ -197,6 +235,197 @@ class _ClientConnection(_H2Connection):
         return frames, events
 
 
+# -- the fast path (see the module docstring) -----------------------------------------------
+
+_FRAME_HEAD = struct.Struct(">BHBBL")  # length (24 bits: high byte, low 16), type, flags, stream id
+_DATA_T, _HEADERS_T, _RST_T, _CONTINUATION_T = 0x0, 0x1, 0x3, 0x9
+_PUSH_PROMISE_T = 0x5
+_END_STREAM, _END_HEADERS, _PADDED, _PRIORITY = 0x1, 0x4, 0x8, 0x20
+_MAX_CONTINUATIONS = 64  # as h2: a longer run of CONTINUATION frames is refused
+_MAX_CLOSED = 1 << 16  # reset fast streams remembered (h2 keeps as many closed streams of its own)
+_BLOCK_CACHE_SIZE = 256  # received header blocks kept, per connection
+_BLOCK_CACHE_BYTES = 4096  # longer blocks are not kept
+_OUT_CACHE_SIZE = 512  # encoded request fields kept, per connection
+
+_STATIC_FIELDS: dict[tuple[bytes, bytes], int] = {}
+_STATIC_NAMES: dict[bytes, int] = {}
+for _i, (_n, _v) in enumerate(HeaderTable.STATIC_TABLE, 1):
+    _STATIC_FIELDS.setdefault((_n, _v), _i)
+    _STATIC_NAMES.setdefault(_n, _i)
+_STATIC_LEN = len(HeaderTable.STATIC_TABLE)
+
+
+def _hpack_int(value: int, bits: int, first: int) -> bytes:
+    """RFC 7541 §5.1: ``value`` with a ``bits``-bit prefix, ``first`` holding the bits above it."""
+    limit = (1 << bits) - 1
+    if value < limit:
+        return bytes((first | value,))
+    out = bytearray((first | limit,))
+    value -= limit
+    while value >= 128:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _encode_field(name: bytes, value: bytes, never: bool) -> bytes:
+    """One request field, touching no dynamic table (RFC 7541 §6.1, §6.2.2, §6.2.3)."""
+    if not never:
+        index = _STATIC_FIELDS.get((name, value))
+        if index:
+            return bytes((0x80 | index,))
+    index = _STATIC_NAMES.get(name, 0)
+    out = _hpack_int(index, 4, 0x10 if never else 0x00)
+    if not index:
+        out += _hpack_int(len(name), 7, 0) + name
+    return out + _hpack_int(len(value), 7, 0) + value
+
+
+def _read_int(data: bytes, pos: int, bits: int) -> tuple[int, int]:
+    limit = (1 << bits) - 1
+    value = data[pos] & limit
+    pos += 1
+    if value < limit:
+        return value, pos
+    shift = 0
+    while True:
+        byte = data[pos]  # IndexError on a truncated block: not cacheable
+        pos += 1
+        value += (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
+
+
+def _stateless(data: bytes) -> int:
+    """Whether a header block decodes the same whatever the decoder's dynamic table holds,
+    and leaves it as it was: 0 no, 1 yes, 2 only while the table's size is 0 (its
+    insertions are dropped at once, and a size update to 0 changes nothing)."""
+    pos = 0
+    end = len(data)
+    zero = False
+    try:
+        while pos < end:
+            byte = data[pos]
+            if byte & 0x80:  # indexed field
+                index, pos = _read_int(data, pos, 7)
+                if not 0 < index <= _STATIC_LEN:
+                    return 0
+                continue
+            if byte & 0x40:  # literal with incremental indexing
+                zero = True
+                index, pos = _read_int(data, pos, 6)
+            elif byte & 0x20:  # dynamic table size update
+                size, pos = _read_int(data, pos, 5)
+                if size:
+                    return 0
+                zero = True
+                continue
+            else:  # literal without indexing, or never indexed
+                index, pos = _read_int(data, pos, 4)
+            if index > _STATIC_LEN:
+                return 0
+            for _ in range(1 if index else 2):  # the name when literal, then the value
+                length, pos = _read_int(data, pos, 7)
+                pos += length
+        if pos != end:
+            return 0
+    except IndexError:
+        return 0
+    return 2 if zero else 1
+
+
+class _Block:
+    """A received header block, decoded (and, for a response head, checked) once."""
+
+    __slots__ = (
+        "headers", "size", "zero", "analysed", "informational", "length", "bad_length", "head", "lists", "error"
+    )
+
+    def __init__(self, headers: list[Any]) -> None:
+        self.headers = headers
+        self.size = 0  # RFC 7541 §4.1 size of the list (max_header_list_size)
+        self.zero = False  # valid only while the decoder's table size is 0
+        self.analysed = False
+        self.informational = False  # a 1xx head
+        self.length: int | None = None  # its content-length
+        self.bad_length: str | None = None  # why h2 would refuse its content-length
+        self.head: tuple[int, dict[str, Any], bytes] | None = None  # response_head()'s answer
+        self.lists = False  # the head's dict holds lists: copy them too
+        self.error = ""  # why response_head() refused it
+
+    def analyse(self, cache: dict[tuple[bytes, bytes], tuple[str, str]]) -> None:
+        """What a response head needs, as h2 and :func:`response_head` work it out."""
+        self.analysed = True
+        headers = self.headers
+        self.informational = _informational(headers)
+        try:
+            self.length = _content_length(headers)
+        except ProtocolError as exc:
+            self.bad_length = str(exc)
+        try:
+            head = self.head = response_head(headers, False, cache)
+        except MalformedError as exc:
+            self.error = str(exc)
+            return
+        self.lists = any(type(v) is list for v in head[1].values())
+
+
+def _informational(headers: list[Any]) -> bool:
+    """h2's test: the ``:status`` among the leading pseudo-headers starts with 1."""
+    for name, value in headers:
+        if name[:1] != b":":
+            return False
+        if name == b":status":
+            return bool(value[:1] == b"1")
+    return False
+
+
+def _content_length(headers: list[Any]) -> int | None:
+    """The content-length h2 would hold the body to (ProtocolError if invalid or conflicting)."""
+    length = None
+    for name, value in headers:
+        if name == b"content-length":
+            if not value.isdigit():
+                raise ProtocolError(f"Invalid content-length header: {value!r}")
+            n = int(value, 10)
+            if length is None:
+                length = n
+            elif n != length:
+                raise ProtocolError(f"Conflicting content-length headers: {length} and {n}")
+    return length
+
+
+class _Fast:
+    """A stream the session runs itself: its request went out whole (HEADERS with END_STREAM)."""
+
+    __slots__ = ("head", "final", "expected", "received", "window", "processed")
+
+    def __init__(self, head: bool, window: int) -> None:
+        self.head = head  # a HEAD request: the response has no body (RFC 9110 §9.3.2)
+        self.final = False  # the final response head arrived
+        self.expected: int | None = None  # content-length of the response body
+        self.received = 0  # body bytes
+        self.window = window  # our receive window, as the peer sees it
+        self.processed = 0  # bytes consumed and not yet handed back with WINDOW_UPDATE
+
+
+def _fast_path_available() -> bool:
+    """The h2 internals the fast path writes to are there (h2 4.x)."""
+    conn = _H2Connection(config=H2Configuration(client_side=True))
+    return (
+        type(getattr(conn, "_data_to_send", None)) is bytearray
+        and type(getattr(conn, "highest_outbound_stream_id", None)) is int
+        and hasattr(conn, "_inbound_flow_control_window_manager")
+        and hasattr(conn.encoder, "header_table")
+        and hasattr(conn.decoder, "max_allowed_table_size")
+    )
+
+
+_FAST_PATH = _fast_path_available()
+
+
 class H2Session:
     """One client HTTP/2 connection's protocol state.
 
@@ -240,6 +469,25 @@ class H2Session:
         self._authority = (b":authority", authority.encode("latin-1"))
         self._trailers: dict[int, list[tuple[bytes, bytes]]] = {}
         self._fields: dict[tuple[bytes, bytes], tuple[str, str]] = {}
+        # The fast path (module docstring): its open streams, those reset lately
+        # by either side (frames still in flight are ignored, RFC 9113 §5.1), the bytes
+        # of a frame not yet whole, and the caches.
+        self._fast_path = _FAST_PATH
+        self._fast: dict[int, _Fast] = {}
+        self._closed: dict[int, None] = {}
+        self._window = initial_window_size  # what the peer gives each of our streams
+        self._inbuf = b""
+        self._h2_block = False  # h2 is in a header block: CONTINUATION frames go to it
+        self._cont: tuple[int, bool, list[bytes]] | None = None  # a fast stream's header block so far
+        self._blocks: dict[bytes, _Block] = {}
+        self._encoded: dict[Any, bytes] = {}  # field -> its bytes (open_stream)
+        # open_request's: method, authority, path, (name, value) pair -> its field's bytes
+        self._enc_methods: dict[str, bytes] = {}
+        self._enc_hosts: dict[str, bytes] = {}
+        self._enc_paths: dict[str, bytes] = {}
+        self._enc_fields: dict[tuple[str, str], bytes] = {}
+        self._enc_scheme = _encode_field(*self._scheme, False)
+        self._enc_authority = _encode_field(*self._authority, False)
         #: The last stream id of the first GOAWAY received, or None.
         self.goaway: int | None = None
         #: The peer sent its SETTINGS at least once.
@@ -279,6 +527,8 @@ class H2Session:
 
     def send_window(self, stream_id: int) -> int:
         """How many body bytes may go out on ``stream_id`` now (stream and connection windows)."""
+        if stream_id in self._fast:
+            return 0  # its request went out whole
         return self._conn.local_flow_control_window(stream_id)
 
     # -- requests ------------------------------------------------------------------
@@ -325,12 +575,107 @@ class H2Session:
         _append_fields(block, headers)
         return block
 
+    def open_request(
+        self,
+        method: str,
+        path: str,
+        host: str | None,
+        headers: list[tuple[str, str]],
+        content_length: int | None,
+    ) -> int:
+        """A request without a body: ``open_stream(request_headers(...), True)``, with the
+        fields encoded from the caches straight away when the fast path takes it."""
+        if self._fast_usable():
+            encoded = self._enc_methods.get(method) or self._cached(self._enc_methods, method, b":method", "ascii")
+            encoded += self._enc_scheme
+            if host is None:
+                encoded += self._enc_authority
+            else:
+                encoded += self._enc_hosts.get(host) or self._cached(self._enc_hosts, host, b":authority")
+            encoded += self._enc_paths.get(path) or self._cached(self._enc_paths, path, b":path")
+            if headers:
+                fields = self._enc_fields
+                parts = []
+                for pair in headers:
+                    part = fields.get(pair)
+                    if part is None:
+                        field = _request_field(*pair)
+                        part = _encode_field(field[0], field[1], type(field) is NeverIndexedHeaderTuple)
+                        if len(fields) >= _OUT_CACHE_SIZE:
+                            fields.clear()
+                        fields[pair] = part
+                    parts.append(part)
+                encoded += b"".join(parts)
+            if content_length is not None:
+                encoded += _encode_field(b"content-length", b"%d" % content_length, False)
+            if len(encoded) <= self._conn.max_outbound_frame_size:
+                return self._open_fast(encoded, method == "HEAD")
+        return self.open_stream(self.request_headers(method, path, host, headers, content_length), True)
+
+    def _cached(self, cache: dict[str, bytes], text: str, name: bytes, codec: str = "latin-1") -> bytes:
+        """A pseudo-header's bytes, encoded and kept."""
+        encoded = _encode_field(name, text.encode(codec), False)
+        if len(cache) >= _OUT_CACHE_SIZE:
+            cache.clear()
+        cache[text] = encoded
+        return encoded
+
     def open_stream(self, block: list[Any], end_stream: bool) -> int:
         """Send a request's HEADERS on a new stream; returns its id."""
+        if end_stream and self._fast_usable():
+            encoded = self._encode(block)
+            if encoded is not None and len(encoded) <= self._conn.max_outbound_frame_size:
+                return self._open_fast(encoded, bool(block) and block[0] == (b":method", b"HEAD"))
         conn = self._conn
         sid = conn.get_next_available_stream_id()
         conn.send_headers(sid, block, end_stream=end_stream)
         return sid
+
+    def _fast_usable(self) -> bool:
+        """May a new stream take the fast path? (Else h2 opens it, or refuses.)"""
+        if not self._fast_path:
+            return False
+        conn = self._conn
+        state = conn.state_machine.state
+        return (state is ConnectionState.CLIENT_OPEN or state is ConnectionState.IDLE) and not (
+            conn.encoder.header_table.resized  # h2 owes the peer a table size update first
+        )
+
+    def _open_fast(self, encoded: bytes, head: bool) -> int:
+        """Queue a whole request (HEADERS with END_STREAM) on a new fast stream."""
+        conn = self._conn
+        if conn.state_machine.state is ConnectionState.IDLE:
+            conn.state_machine.process_input(ConnectionInputs.SEND_HEADERS)  # the first stream opens it
+        last = conn.highest_outbound_stream_id
+        sid = last + 2 if last else 1
+        if sid > conn.HIGHEST_ALLOWED_STREAM_ID:
+            conn.get_next_available_stream_id()  # raises NoAvailableStreamIDError
+        # h2 numbers its own streams after this one (RFC 9113 §5.1.1).
+        conn.highest_outbound_stream_id = sid
+        n = len(encoded)
+        conn._data_to_send += _FRAME_HEAD.pack(n >> 16, n & 0xFFFF, _HEADERS_T, 0x5, sid) + encoded
+        self._fast[sid] = _Fast(head, self._window)
+        return sid
+
+    def _encode(self, block: list[Any]) -> bytes | None:
+        """HPACK for a fast stream's block: no dynamic table; fields cached (module
+        docstring). None if a field is not two byte strings (h2 takes those)."""
+        cache = self._encoded
+        parts = []
+        for field in block:
+            # A NeverIndexedHeaderTuple equals the plain tuple: key it apart.
+            key = field if type(field) is tuple else (field[0], field[1], getattr(field, "indexable", True))
+            encoded = cache.get(key)
+            if encoded is None:
+                name, value = field
+                if type(name) is not bytes or type(value) is not bytes:
+                    return None
+                encoded = _encode_field(name, value, not getattr(field, "indexable", True))
+                if len(cache) >= _OUT_CACHE_SIZE:
+                    cache.clear()
+                cache[key] = encoded
+            parts.append(encoded)
+        return b"".join(parts)
 
     def send_data(self, stream_id: int, data: Any, end_stream: bool = False) -> None:
         """Queue DATA; ``data`` must fit :meth:`send_window` and :attr:`max_frame_size`."""
@@ -341,6 +686,10 @@ class H2Session:
 
     def reset_stream(self, stream_id: int, code: int = ErrorCodes.CANCEL) -> None:
         """RST_STREAM, unless the stream is already closed (then nothing)."""
+        if stream_id in self._fast:
+            self._close(stream_id, True)
+            self._queue(_RST_T, stream_id, code)
+            return
         try:
             self._conn.reset_stream(stream_id, code)
         except StreamClosedError:
@@ -360,8 +709,29 @@ class H2Session:
     # -- flow control of received data ------------------------------------------------
     def ack(self, stream_id: int, size: int) -> None:
         """``size`` body bytes of ``stream_id`` were consumed: both windows may reopen."""
-        if size:
+        if not size:
+            return
+        stream = self._fast.get(stream_id)
+        if stream is not None:
+            self.ack_connection(size)
+            self._ack_fast(stream_id, stream, size)
+        elif stream_id in self._conn.streams:
             self._conn.acknowledge_received_data(size, stream_id)
+        else:
+            self.ack_connection(size)  # a closed stream: only the connection window matters
+
+    def _ack_fast(self, stream_id: int, stream: _Fast, size: int) -> None:
+        # h2's rule for its streams (h2.windows.WindowManager): hand the window
+        # back once half of it was consumed, or sooner when it is closed.
+        processed = stream.processed = stream.processed + size
+        window = stream.window
+        full = self._window
+        if processed >= full // 2 or (window == 0 and processed > min(1024, full // 4)):
+            increment = min(processed, full - window)
+            stream.processed = 0
+            if increment > 0:
+                stream.window = window + increment
+                self._queue(0x8, stream_id, increment)
 
     def ack_connection(self, size: int) -> None:
         """Reopen the connection window only (the stream's is held back while paused)."""
@@ -374,6 +744,11 @@ class H2Session:
 
     def ack_stream(self, stream_id: int, size: int) -> None:
         """Reopen the stream window only (its connection share was acked on arrival)."""
+        fast = self._fast.get(stream_id)
+        if fast is not None:
+            if size:
+                self._ack_fast(stream_id, fast, size)
+            return
         conn = self._conn
         stream = conn.streams.get(stream_id)
         if stream is not None and stream.open and size:
@@ -382,7 +757,262 @@ class H2Session:
     # -- receiving ------------------------------------------------------------------------
     def receive(self, data: Any) -> list[tuple[Any, ...]]:
         """Feed bytes from the socket; returns our events. Raises ``ProtocolError``."""
+        # h2 is given whole frames only: a frame cut in two would leave its first
+        # half in h2's buffer and the second in ours.
         out: list[tuple[Any, ...]] = []
+        if self._inbuf:
+            data = self._inbuf + data
+            self._inbuf = b""
+        view = memoryview(data)
+        total = len(view)
+        pos = 0
+        h2_from = -1  # the first of the frames waiting to go to h2
+        fast = self._fast
+        closed = self._closed
+        limit = self._conn.max_inbound_frame_size
+        unpack = _FRAME_HEAD.unpack_from
+        while total - pos >= 9:
+            high, low, kind, flags, sid = unpack(view, pos)
+            length = (high << 16) | low
+            if length > limit:
+                break  # h2 refuses it (below), as it would have
+            end = pos + 9 + length
+            if end > total:
+                break
+            sid &= 0x7FFFFFFF
+            if self._cont is None and (
+                self._h2_block
+                or (kind > _RST_T and kind != _CONTINUATION_T)
+                or kind == 0x2
+                or not (sid in fast or (kind != _DATA_T and sid in closed))
+            ):
+                # h2's frame (DATA on a closed fast stream too: h2 acknowledges
+                # its flow-controlled bytes and answers STREAM_CLOSED).
+                if h2_from < 0:
+                    h2_from = pos
+                if kind == _HEADERS_T or kind == _PUSH_PROMISE_T:
+                    self._h2_block = not flags & _END_HEADERS
+                elif kind == _CONTINUATION_T and flags & _END_HEADERS:
+                    self._h2_block = False
+                pos = end
+                continue
+            if h2_from >= 0:
+                self._from_h2(view[h2_from:pos], out)
+                h2_from = -1
+            try:
+                if self._cont is not None or kind == _CONTINUATION_T:  # only the block's CONTINUATION
+                    self._fast_continuation(kind, sid, flags, view[pos + 9 : end], out)
+                elif kind == _DATA_T:
+                    self._fast_data(sid, flags, view[pos + 9 : end], out)
+                elif kind == _HEADERS_T:
+                    if flags & (_PADDED | _PRIORITY | _END_HEADERS) == _END_HEADERS:
+                        self._fast_block(sid, bool(flags & _END_STREAM), bytes(view[pos + 9 : end]), out)
+                    else:
+                        self._fast_headers(sid, flags, view[pos + 9 : end], out)
+                else:
+                    self._fast_reset(sid, view[pos + 9 : end], out)
+            except ProtocolError as exc:
+                self._terminate(exc)
+                raise
+            pos = end
+        if h2_from >= 0:
+            self._from_h2(view[h2_from:pos], out)
+        if pos < total:
+            if total - pos >= 9 and ((view[pos] << 16) | (view[pos + 1] << 8) | view[pos + 2]) > limit:
+                self._from_h2(view[pos:], out)  # raises FrameTooLargeError
+            else:
+                self._inbuf = bytes(view[pos:])
+        return out
+
+    def _terminate(self, exc: ProtocolError) -> None:
+        """A fast frame broke the protocol: GOAWAY, as h2 does for its own errors."""
+        try:
+            self._conn.close_connection(exc.error_code)
+        except ProtocolError:
+            pass
+
+    def _queue(self, kind: int, stream_id: int, value: int) -> None:
+        """A RST_STREAM or WINDOW_UPDATE frame (a 4-byte payload) into h2's output."""
+        self._conn._data_to_send += _FRAME_HEAD.pack(0, 4, kind, 0, stream_id) + value.to_bytes(4, "big")
+
+    def _close(self, stream_id: int, by_reset: bool) -> None:
+        """A fast stream ends; a reset one is remembered. Frames after the peer's
+        END_STREAM go to h2, which answers them as for its own closed streams."""
+        del self._fast[stream_id]
+        if by_reset:
+            closed = self._closed
+            closed[stream_id] = None
+            if len(closed) > _MAX_CLOSED:
+                del closed[next(iter(closed))]
+
+    def _fast_data(self, sid: int, flags: int, payload: memoryview, out: list[tuple[Any, ...]]) -> None:
+        # In h2's order: the frame's padding, the connection window, the stream.
+        flow = len(payload)
+        if flags & _PADDED:
+            if not flow:
+                raise FrameDataMissingError("Frame data missing or invalid")
+            pad = payload[0]
+            if pad and pad >= flow:
+                raise ProtocolError("Received frame with invalid padding.")
+            data = bytes(payload[1 : flow - pad])
+        else:
+            data = bytes(payload)
+        manager = self._conn._inbound_flow_control_window_manager
+        manager.current_window_size -= flow  # h2's window_consumed(), inline
+        if manager.current_window_size < 0:
+            raise FlowControlError("Flow control window shrunk below 0")
+        stream = self._fast[sid]
+        if not stream.final:
+            self._close(sid, False)
+            raise ProtocolError("cannot receive data before headers")
+        window = stream.window = stream.window - flow
+        if window < 0:
+            raise FlowControlError("Flow control window shrunk below 0")
+        received = stream.received = stream.received + len(data)
+        expected = stream.expected
+        end = flags & _END_STREAM
+        if expected is not None and (received > expected or (end and received != expected)):
+            # RFC 9113 §8.1.1: a stream error; the connection window comes back.
+            self.ack_connection(flow)
+            self._close(sid, True)
+            self._queue(_RST_T, sid, ErrorCodes.PROTOCOL_ERROR)
+            out.append((BAD, sid, str(InvalidBodyLengthError(expected, received))))
+            return
+        out.append((DATA, sid, data, flow))
+        if end:
+            self._close(sid, False)
+            out.append((END, sid, None, None))
+
+    def _fast_headers(self, sid: int, flags: int, payload: memoryview, out: list[tuple[Any, ...]]) -> None:
+        start = 0
+        stop = len(payload)
+        if flags & _PADDED:
+            if not stop:
+                raise FrameDataMissingError("Frame data missing or invalid")
+            pad = payload[0]
+            if pad and pad >= stop:
+                raise ProtocolError("Received frame with invalid padding.")
+            start = 1
+            stop -= pad
+        if flags & _PRIORITY:
+            if len(payload) < start + 5:
+                raise FrameDataMissingError("Frame data missing or invalid")
+            if int.from_bytes(payload[start : start + 4], "big") & 0x7FFFFFFF == sid:
+                raise ProtocolError(f"Stream {sid} may not depend on itself")
+            start += 5
+        block = bytes(payload[start:stop])
+        if flags & _END_HEADERS:
+            self._fast_block(sid, bool(flags & _END_STREAM), block, out)
+        else:
+            self._cont = (sid, bool(flags & _END_STREAM), [block])
+
+    def _fast_continuation(self, kind: int, sid: int, flags: int, payload: memoryview, out: list[tuple[Any, ...]]) -> None:
+        cont = self._cont
+        if cont is None or kind != _CONTINUATION_T or sid != cont[0]:
+            raise ProtocolError("Invalid frame during header block.")
+        parts = cont[2]
+        parts.append(bytes(payload))
+        if len(parts) > _MAX_CONTINUATIONS:
+            raise ProtocolError("Too many continuation frames received.")
+        if flags & _END_HEADERS:
+            self._cont = None
+            self._fast_block(sid, cont[1], b"".join(parts), out)
+
+    def _fast_reset(self, sid: int, payload: memoryview, out: list[tuple[Any, ...]]) -> None:
+        if len(payload) != 4:
+            raise FrameDataMissingError("Frame data missing or invalid")
+        if sid in self._fast:  # else reset already: nothing to do
+            self._close(sid, True)
+            out.append((RESET, sid, int.from_bytes(payload, "big")))
+
+    def _still_valid(self, entry: _Block) -> bool:
+        """May a cached block be used in the decoder's present state?"""
+        decoder = self._conn.decoder
+        size = decoder.header_table.maxsize
+        return (
+            (size == 0 or not entry.zero)
+            and size <= decoder.max_allowed_table_size  # else decoding would raise
+            and entry.size <= decoder.max_header_list_size
+        )
+
+    def _decode(self, block: bytes) -> _Block:
+        """The shared decoder's answer for ``block``, cached when the bytes decide it."""
+        decoder = self._conn.decoder
+        try:
+            headers = decoder.decode(block, raw=True)
+        except OversizedHeaderListError as exc:
+            raise DenialOfServiceError(f"Oversized header block: {exc}") from exc
+        except (HPACKError, IndexError, TypeError, UnicodeDecodeError) as exc:
+            raise ProtocolError(f"Error decoding header block: {exc}") from exc
+        entry = _Block(list(headers))
+        if len(block) <= _BLOCK_CACHE_BYTES:
+            kind = _stateless(block)
+            if kind:
+                entry.zero = kind == 2
+                entry.size = sum(32 + len(n) + len(v) for n, v in headers)
+                blocks = self._blocks
+                if len(blocks) >= _BLOCK_CACHE_SIZE:
+                    blocks.clear()
+                blocks[block] = entry
+        return entry
+
+    def _fast_block(self, sid: int, end: bool, block: bytes, out: list[tuple[Any, ...]]) -> None:
+        """A whole header block of a fast stream (HEADERS, and any CONTINUATION)."""
+        # First: the decoder's state moves on whatever we do next.
+        entry = self._blocks.get(block)
+        if entry is None or not self._still_valid(entry):
+            entry = self._decode(block)
+        stream = self._fast.get(sid)
+        if stream is None:
+            # Reset already: ignored (RFC 9113 §5.1), answered as h2 answers for its streams.
+            self._queue(_RST_T, sid, ErrorCodes.STREAM_CLOSED)
+            return
+        if not entry.analysed:
+            entry.analyse(self._fields)
+        # What h2 refuses, as a connection error (h2.stream.H2Stream.receive_headers).
+        problem = None
+        if entry.informational:
+            if end:
+                problem = "Cannot set END_STREAM on informational responses"
+            elif stream.final:
+                problem = "Informational response after final response"
+        elif stream.final:
+            if not end:
+                problem = "Trailers must have END_STREAM set"
+        elif entry.bad_length is not None and not stream.head:
+            problem = entry.bad_length
+        if problem is not None:
+            self._close(sid, False)
+            raise ProtocolError(problem)
+        if stream.final:  # trailers
+            self._close(sid, False)
+            headers = entry.headers
+            try:
+                _, fields, _ = response_head(headers, True, self._fields)
+            except MalformedError as exc:
+                out.append((BAD, sid, str(exc)))
+                return
+            out.append((END, sid, fields, [part for pair in headers for part in pair]))
+            return
+        if not entry.informational:
+            stream.final = True
+            stream.expected = 0 if stream.head else entry.length
+        head = entry.head
+        if head is None:
+            out.append((BAD, sid, entry.error))
+        else:
+            status, fields, raw = head
+            if entry.lists:
+                fields = {k: v[:] if type(v) is list else v for k, v in fields.items()}
+            else:
+                fields = fields.copy()
+            out.append((INFO if entry.informational else RESPONSE, sid, status, fields, raw))
+        if end:
+            self._close(sid, False)
+            out.append((END, sid, None, None))
+
+    def _from_h2(self, data: Any, out: list[tuple[Any, ...]]) -> None:
+        """h2's frames: its events, as ours."""
         append = out.append
         events: list[Any] = self._conn.receive_data(data)
         for ev in events:
@@ -438,19 +1068,23 @@ class H2Session:
                 append((GOAWAY, last, int(ev.error_code), ev.additional_data or b""))
             # Other events (PING from the peer, SETTINGS acks, priority) need
             # nothing from us: h2 answers PINGs itself.
-        return out
 
 
 def _append_fields(block: list[Any], headers: list[tuple[str, str]]) -> None:
     for name, value in headers:
-        key = name.lower()
-        if key in _CONNECTION_SPECIFIC or (key == "te" and value.strip(" \t").lower() != "trailers"):
-            raise InformationalError(f'HTTP/1 connection-specific headers are forbidden over HTTP/2: "{key}"')
-        value = value.strip(" \t")
-        if key in _SENSITIVE or (key == "cookie" and len(value) < 20):
-            block.append(NeverIndexedHeaderTuple(key.encode("latin-1"), value.encode("latin-1")))
-        else:
-            block.append((key.encode("latin-1"), value.encode("latin-1")))
+        block.append(_request_field(name, value))
+
+
+def _request_field(name: str, value: str) -> tuple[bytes, bytes]:
+    """A request field as HTTP/2 sends it: lower-case name, trimmed value; credentials
+    (and short cookies) never indexed. InformationalError for a connection-specific one."""
+    key = name.lower()
+    if key in _CONNECTION_SPECIFIC or (key == "te" and value.strip(" \t").lower() != "trailers"):
+        raise InformationalError(f'HTTP/1 connection-specific headers are forbidden over HTTP/2: "{key}"')
+    value = value.strip(" \t")
+    if key in _SENSITIVE or (key == "cookie" and len(value) < 20):
+        return NeverIndexedHeaderTuple(key.encode("latin-1"), value.encode("latin-1"))
+    return (key.encode("latin-1"), value.encode("latin-1"))
 
 
 class MalformedError(ValueError):

@@ -195,19 +195,23 @@ class H2Connection:
         else:
             length = req.content_length if req.content_length is not None else body.length
         tunnel = req.upgrade is not None or method == "CONNECT"
+        expect = False
         try:
-            if not tunnel:
-                block = session.request_headers(method, req.path, req.host, req.headers, length)
-            elif req.upgrade is None:
-                block = session.connect_headers(req.path, None, None, req.headers)
-            elif session.peer_allows_connect_protocol:
-                block = session.connect_headers(req.path, req.upgrade, req.host, req.headers)
+            if body is None and not tunnel:
+                sid = session.open_request(method, req.path, req.host, req.headers, length)
             else:
-                raise InformationalError("HTTP/2: Extended CONNECT protocol not supported by server")
-            expect = req.expect_continue and body is not None
-            if expect:
-                block.append((b"expect", b"100-continue"))
-            sid = session.open_stream(block, body is None and not tunnel)
+                if not tunnel:
+                    block = session.request_headers(method, req.path, req.host, req.headers, length)
+                elif req.upgrade is None:
+                    block = session.connect_headers(req.path, None, None, req.headers)
+                elif session.peer_allows_connect_protocol:
+                    block = session.connect_headers(req.path, req.upgrade, req.host, req.headers)
+                else:
+                    raise InformationalError("HTTP/2: Extended CONNECT protocol not supported by server")
+                expect = req.expect_continue and body is not None
+                if expect:
+                    block.append((b"expect", b"100-continue"))
+                sid = session.open_stream(block, False)
         except InformationalError as exc:
             req.on_error(exc)
             return
@@ -413,7 +417,7 @@ class H2Connection:
         stream.expect = False  # a final answer before 100 Continue: the body is not sent
         req.raw_head = raw
         t = req.body_timeout if req.body_timeout is not None else self._opts.body_timeout
-        self.timers.arm_stream(stream, t)
+        self.timers.arm_stream(stream, t, self._now)
         if _DEBUG_MAYBE() and _DEBUG():
             _debug.core.debug(
                 "received response to %s %s%s - HTTP %d", req.method, self.client._origin.origin, req.path, status
@@ -469,7 +473,10 @@ class H2Connection:
 
     def _complete(self, stream: H2Stream, trailers: Any, raw: Any) -> None:
         req = stream.req
-        self._remove(stream)
+        stream.done = True
+        self.running.pop(stream.sid, None)
+        if self.uploads.waiting or stream.window is not None:
+            self.uploads.drop(stream)
         if not stream.local_closed:
             # RFC 9113 §8.1: the response is complete; the rest of our body is not needed.
             self.session.reset_stream(stream.sid, ErrorCodes.NO_ERROR)
@@ -566,7 +573,7 @@ class H2Connection:
         """A stream left: close a session that takes no new streams, or ask for more work."""
         if self.destroyed:
             return
-        if self.idle:
+        if not self.running and not self.tunnels:  # idle
             if self.reset:
                 self.destroy(self._goaway_error or InformationalError("reset"))
                 return

@@ -139,11 +139,12 @@ class Timers:
             self._next = due
             self._deadline.set(max(due - now(), 0.0005))
 
-    def arm_stream(self, stream: H2Stream, seconds: float) -> None:
-        """``stream`` times out ``seconds`` from now (0: never)."""
+    def arm_stream(self, stream: H2Stream, seconds: float, t: float = 0.0) -> None:
+        """``stream`` times out ``seconds`` from now (0: never); ``t``: now, if known."""
         if seconds:
-            due = stream.due = now() + seconds
-            self.arm(due)
+            due = stream.due = (t or now()) + seconds
+            if due < self._next:
+                self.arm(due)
         else:
             stream.due = 0.0
 
