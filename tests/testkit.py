@@ -14,6 +14,7 @@ from typing import Any
 
 import gevent
 import gevent.event
+import gevent.queue
 from gevent import socket as gsocket
 from gevent.server import StreamServer
 
@@ -259,3 +260,55 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, what: str = "co
             raise AssertionError(f"timed out waiting for {what}")
         gevent.sleep(0.005)
 
+
+class WsTalk:
+    """A ``greenhttp.WebSocket`` whose events are recorded, for tests against real servers.
+
+    ``next()`` is the next message; ``ask(data)`` sends and returns the reply;
+    every wait is bounded (10 s) and names the events seen on failure.
+    """
+
+    def __init__(self, url: str, init: Any = None) -> None:
+        from greenhttp import WebSocket
+
+        self.ws = WebSocket(url, init)
+        self.ws.binary_type = "arraybuffer"
+        self.events: list[Any] = []
+        self.opened = gevent.event.Event()
+        self.closed = gevent.event.Event()
+        self.inbox: gevent.queue.Queue = gevent.queue.Queue()
+        for t in ("open", "message", "error", "close"):
+            self.ws.add_event_listener(t, self._on)
+
+    def _on(self, ev: Any) -> None:
+        self.events.append(ev)
+        if ev.type == "open":
+            self.opened.set()
+        elif ev.type == "message":
+            self.inbox.put(ev.data)
+        elif ev.type == "close":
+            self.closed.set()
+
+    @property
+    def types(self) -> list[str]:
+        return [e.type for e in self.events]
+
+    def wait_open(self) -> None:
+        assert self.opened.wait(10), f"no open event: {self.events}"
+
+    def next(self) -> Any:
+        return self.inbox.get(timeout=10)
+
+    def ask(self, data: Any) -> Any:
+        self.ws.send(data)
+        return self.next()
+
+    def wait_closed(self) -> Any:
+        assert self.closed.wait(10), f"no close event: {self.events}"
+        return self.events[-1]
+
+    def close_cleanly(self, code: int = 1000, reason: str = "") -> Any:
+        self.ws.close(code, reason)
+        close = self.wait_closed()
+        assert (close.code, close.was_clean) == (code, True), self.events
+        return close

@@ -36,9 +36,9 @@ import pytest
 import trustme
 
 import greenhttp
-from greenhttp import WebSocket
 from greenhttp._websocket import handshake
 from greenhttp._websocket import stream as stream_module
+from testkit import WsTalk
 
 WS_VERSION = "8.23.0"
 
@@ -253,49 +253,6 @@ def agent():
             a.destroy()
 
 
-class Talk:
-    """A WebSocket whose events are recorded; ``next()`` is the next message."""
-
-    def __init__(self, url, init=None):
-        self.ws = WebSocket(url, init)
-        self.ws.binary_type = "arraybuffer"
-        self.events = []
-        self.opened = gevent.event.Event()
-        self.closed = gevent.event.Event()
-        self.inbox = gevent.queue.Queue()
-        for t in ("open", "message", "error", "close"):
-            self.ws.add_event_listener(t, self._on)
-
-    def _on(self, ev):
-        self.events.append(ev)
-        if ev.type == "open":
-            self.opened.set()
-        elif ev.type == "message":
-            self.inbox.put(ev.data)
-        elif ev.type == "close":
-            self.closed.set()
-
-    def wait_open(self):
-        assert self.opened.wait(10), f"no open event: {self.events}"
-
-    def next(self):
-        return self.inbox.get(timeout=10)
-
-    def ask(self, data):
-        self.ws.send(data)
-        return self.next()
-
-    def close_cleanly(self, code=1000, reason=""):
-        self.ws.close(code, reason)
-        close = self.wait_closed()
-        assert (close.code, close.was_clean) == (code, True), self.events
-        return close
-
-    def wait_closed(self):
-        assert self.closed.wait(10), f"no close event: {self.events}"
-        return self.events[-1]
-
-
 @pytest.fixture(autouse=True)
 def warned(monkeypatch):
     """The one-time experimental warnings are tested elsewhere."""
@@ -305,7 +262,7 @@ def warned(monkeypatch):
 
 @pytest.mark.parametrize("kind", ["plain", "deflate"])
 def test_text_and_binary_echo(node_ws, kind):
-    talk = Talk(node_ws.url(kind))
+    talk = WsTalk(node_ws.url(kind))
     talk.wait_open()
     assert talk.ask("héllo wörld") == "héllo wörld"
     assert talk.ask(b"\x00\xff" * 10) == b"\x00\xff" * 10
@@ -326,7 +283,7 @@ def test_permessage_deflate_is_negotiated_and_inflated(node_ws, monkeypatch):
         return out
 
     monkeypatch.setattr(handshake.InboundPolicy, "_inflate", counting)
-    talk = Talk(node_ws.url("deflate"))
+    talk = WsTalk(node_ws.url("deflate"))
     talk.wait_open()
     assert talk.ws.extensions.startswith("permessage-deflate")
     headers = json.loads(talk.ask("headers"))
@@ -334,7 +291,7 @@ def test_permessage_deflate_is_negotiated_and_inflated(node_ws, monkeypatch):
     text = "compress me " * 50_000
     assert talk.ask(text) == text
     assert sum(inflated) >= len(text)  # the server's frames were compressed
-    plain = Talk(node_ws.url("plain"))
+    plain = WsTalk(node_ws.url("plain"))
     plain.wait_open()
     assert plain.ws.extensions == ""
     for t in (talk, plain):
@@ -343,7 +300,7 @@ def test_permessage_deflate_is_negotiated_and_inflated(node_ws, monkeypatch):
 
 @pytest.mark.parametrize("kind", ["plain", "deflate"])
 def test_fragmented_messages_from_the_server(node_ws, kind):
-    talk = Talk(node_ws.url(kind, "/fragments"))
+    talk = WsTalk(node_ws.url(kind, "/fragments"))
     talk.wait_open()
     assert talk.next() == "fragmented ✓"
     assert talk.next() == b"\x01\x02" + b"\x03" * 70000
@@ -352,7 +309,7 @@ def test_fragmented_messages_from_the_server(node_ws, kind):
 
 def test_ping_and_pong_both_ways(node_ws, caplog):
     caplog.set_level(logging.DEBUG, logger="greenhttp.websocket")
-    talk = Talk(node_ws.url("plain", "/ping"))
+    talk = WsTalk(node_ws.url("plain", "/ping"))
     talk.wait_open()
     assert talk.next() == "pong:srv"  # greenhttp answered the server's ping
     greenhttp.ping(talk.ws, b"cli")
@@ -365,7 +322,7 @@ def test_ping_and_pong_both_ways(node_ws, caplog):
 
 @pytest.mark.parametrize("kind", ["plain", "deflate"])
 def test_server_initiated_close_with_code_and_reason(node_ws, kind):
-    talk = Talk(node_ws.url(kind, "/close/4001/going%20away%20%E2%9C%93"))
+    talk = WsTalk(node_ws.url(kind, "/close/4001/going%20away%20%E2%9C%93"))
     close = talk.wait_closed()
     assert [e.type for e in talk.events] == ["open", "close"]
     assert (close.code, close.reason, close.was_clean) == (4001, "going away ✓", True)
@@ -373,7 +330,7 @@ def test_server_initiated_close_with_code_and_reason(node_ws, kind):
 
 @pytest.mark.parametrize("kind", ["plain", "deflate"])
 def test_one_mebibyte_messages(node_ws, kind):
-    talk = Talk(node_ws.url(kind))
+    talk = WsTalk(node_ws.url(kind))
     talk.wait_open()
     data = os.urandom(1 << 20)
     assert talk.ask(data) == data
@@ -398,7 +355,7 @@ def test_websocket_stream(node_ws):
 
 def test_websocket_over_http2(node_ws, agent):
     a = agent(connect={"cafile": node_ws.ca})
-    talk = Talk(node_ws.url("h2"), {"dispatcher": a, "protocols": ["chat"]})
+    talk = WsTalk(node_ws.url("h2"), {"dispatcher": a, "protocols": ["chat"]})
     talk.wait_open()
     assert talk.ws.protocol == "chat"
     assert talk.ws.extensions.startswith("permessage-deflate")
@@ -417,19 +374,19 @@ def test_websocket_over_http2(node_ws, agent):
 
 def test_server_closes_and_fragments_over_http2(node_ws, agent):
     a = agent(connect={"cafile": node_ws.ca})
-    talk = Talk(node_ws.url("h2", "/fragments"), {"dispatcher": a})
+    talk = WsTalk(node_ws.url("h2", "/fragments"), {"dispatcher": a})
     talk.wait_open()
     assert talk.next() == "fragmented ✓"
     assert talk.next() == b"\x01\x02" + b"\x03" * 70000
     talk.close_cleanly()
-    closing = Talk(node_ws.url("h2", "/close/4002/bye"), {"dispatcher": a})
+    closing = WsTalk(node_ws.url("h2", "/close/4002/bye"), {"dispatcher": a})
     close = closing.wait_closed()
     assert (close.code, close.reason, close.was_clean) == (4002, "bye", True)
 
 
 def test_falls_back_to_http1_without_extended_connect(node_ws, agent):
     a = agent(connect={"cafile": node_ws.ca})
-    talk = Talk(node_ws.url("h2_old"), {"dispatcher": a})
+    talk = WsTalk(node_ws.url("h2_old"), {"dispatcher": a})
     talk.wait_open()
     assert talk.ask("version") == "1.1"
     talk.close_cleanly()

@@ -25,10 +25,10 @@ import trustme
 from wsutil import close_frame, frame
 
 import greenhttp
-from greenhttp import WebSocket
 from greenhttp._websocket import handshake, transport
 from greenhttp._websocket import stream as stream_module
 from greenhttp.errors import InformationalError
+from testkit import WsTalk
 
 pytest_plugins = ["h2_support.fixtures"]
 
@@ -120,44 +120,6 @@ def dispatchers():
             d.destroy()
 
 
-class Talk:
-    """A WebSocket whose events are recorded; ``ask(data)`` sends and returns the next message."""
-
-    def __init__(self, url, init=None):
-        self.ws = WebSocket(url, init)
-        self.ws.binary_type = "arraybuffer"
-        self.events = []
-        self.opened = gevent.event.Event()
-        self.closed = gevent.event.Event()
-        self.inbox = gevent.queue.Queue()
-        for t in ("open", "message", "error", "close"):
-            self.ws.add_event_listener(t, self._on)
-
-    def _on(self, ev):
-        self.events.append(ev)
-        if ev.type == "open":
-            self.opened.set()
-        elif ev.type == "message":
-            self.inbox.put(ev.data)
-        elif ev.type == "close":
-            self.closed.set()
-
-    def wait_open(self):
-        assert self.opened.wait(10), f"no open event: {self.events}"
-
-    def ask(self, data):
-        self.ws.send(data)
-        return self.inbox.get(timeout=10)
-
-    def wait_closed(self):
-        assert self.closed.wait(10), f"no close event: {self.events}"
-        return self.events[-1]
-
-    @property
-    def types(self):
-        return [e.type for e in self.events]
-
-
 # -- hypercorn: RFC 8441 -----------------------------------------------------------------
 
 
@@ -165,7 +127,7 @@ def test_h2c_echo_and_client_close_keep_the_connection(hypercorn, dispatchers):
     client = dispatchers(greenhttp.H2CClient, hypercorn.origin("h2c"))
     connects = []
     client.on("connect", lambda origin, targets: connects.append(origin))
-    talk = Talk(hypercorn.url("h2c"), {"dispatcher": client, "protocols": ["chat", "other"]})
+    talk = WsTalk(hypercorn.url("h2c"), {"dispatcher": client, "protocols": ["chat", "other"]})
     talk.wait_open()
     assert talk.ws.protocol == "chat"
     assert talk.ask("version") == "2"
@@ -195,7 +157,7 @@ def test_wss_over_tls_alpn_h2(hypercorn, dispatchers, kind):
         dispatcher = dispatchers(greenhttp.Pool, origin, connections=2, connect=connect)
     else:
         dispatcher = dispatchers(greenhttp.Agent, connect=connect)
-    talk = Talk(hypercorn.url("tls"), {"dispatcher": dispatcher, "protocols": "chat"})
+    talk = WsTalk(hypercorn.url("tls"), {"dispatcher": dispatcher, "protocols": "chat"})
     talk.wait_open()
     assert talk.ask("version") == "2"
     headers = dict(json.loads(talk.ask("headers")))
@@ -212,7 +174,7 @@ def test_wss_over_tls_alpn_h2(hypercorn, dispatchers, kind):
 
 def test_server_initiated_close_over_h2(hypercorn, dispatchers):
     client = dispatchers(greenhttp.H2CClient, hypercorn.origin("h2c"))
-    talk = Talk(hypercorn.url("h2c"), {"dispatcher": client})
+    talk = WsTalk(hypercorn.url("h2c"), {"dispatcher": client})
     talk.wait_open()
     talk.ws.send("close:4001:going away")
     close = talk.wait_closed()
@@ -231,7 +193,7 @@ def test_permessage_deflate_over_h2(hypercorn, dispatchers, monkeypatch):
 
     monkeypatch.setattr(handshake.InboundPolicy, "_inflate", counting)
     client = dispatchers(greenhttp.H2CClient, hypercorn.origin("h2c"))
-    talk = Talk(hypercorn.url("h2c"), {"dispatcher": client})
+    talk = WsTalk(hypercorn.url("h2c"), {"dispatcher": client})
     talk.wait_open()
     assert talk.ws.extensions.startswith("permessage-deflate")
     text = "compressible text " * 20000
@@ -246,7 +208,7 @@ def test_permessage_deflate_over_h2(hypercorn, dispatchers, monkeypatch):
 def test_ping_pong_and_debug_lines_over_h2(hypercorn, dispatchers, caplog):
     caplog.set_level(logging.DEBUG, logger="greenhttp.websocket")
     client = dispatchers(greenhttp.H2CClient, hypercorn.origin("h2c"))
-    talk = Talk(hypercorn.url("h2c"), {"dispatcher": client})
+    talk = WsTalk(hypercorn.url("h2c"), {"dispatcher": client})
     talk.wait_open()
     greenhttp.ping(talk.ws, b"are you there")
     assert talk.ask("after the ping") == "after the ping"  # the pong came first
@@ -261,7 +223,7 @@ def test_ping_pong_and_debug_lines_over_h2(hypercorn, dispatchers, caplog):
 @pytest.mark.parametrize("how", ["close", "destroy"])
 def test_ending_the_dispatcher_ends_its_websockets(hypercorn, how):
     client = greenhttp.H2CClient(hypercorn.origin("h2c"))
-    talk = Talk(hypercorn.url("h2c"), {"dispatcher": client})
+    talk = WsTalk(hypercorn.url("h2c"), {"dispatcher": client})
     talk.wait_open()
     with gevent.Timeout(5):
         getattr(client, how)()  # the stream is not a request: nothing waits for it
@@ -273,7 +235,7 @@ def test_ending_the_dispatcher_ends_its_websockets(hypercorn, how):
 
 def test_a_refused_h2_handshake_fails_the_websocket(hypercorn, dispatchers):
     client = dispatchers(greenhttp.H2CClient, hypercorn.origin("h2c"))
-    talk = Talk(hypercorn.url("h2c", "/refuse"), {"dispatcher": client})
+    talk = WsTalk(hypercorn.url("h2c", "/refuse"), {"dispatcher": client})
     close = talk.wait_closed()
     assert talk.types == ["error", "close"]
     assert (close.code, close.was_clean) == (1006, False)
@@ -285,10 +247,10 @@ def test_experimental_warning_once(hypercorn, dispatchers, monkeypatch):
     monkeypatch.setattr(handshake, "_h2_warned", False)
     client = dispatchers(greenhttp.H2CClient, hypercorn.origin("h2c"))
     with pytest.warns(greenhttp.ExperimentalWarning, match="WebSocket over HTTP2") as caught:
-        first = Talk(hypercorn.url("h2c"), {"dispatcher": client})
+        first = WsTalk(hypercorn.url("h2c"), {"dispatcher": client})
         first.wait_open()
     assert [w.message.code for w in caught] == ["GREENHTTP-WS-H2"]
-    second = Talk(
+    second = WsTalk(
         hypercorn.url("h2c"), {"dispatcher": client}
     )  # filterwarnings=error: no second one
     second.wait_open()
@@ -327,7 +289,7 @@ def test_agent_falls_back_to_http1_without_extended_connect(hypercorn, dispatche
     agent.on("connect", lambda origin, targets: connects.append(targets[-1]))
     origin = hypercorn.origin("tls_old")
     assert agent.request(origin=origin, path="/").body.text() == "2"  # the origin speaks h2
-    talk = Talk(hypercorn.url("tls_old"), {"dispatcher": agent})
+    talk = WsTalk(hypercorn.url("tls_old"), {"dispatcher": agent})
     talk.wait_open()
     assert talk.ask("version") == "1.1"
     assert talk.ask(b"bytes") == b"bytes"
@@ -349,7 +311,7 @@ def test_a_client_on_http2_without_extended_connect_fails(hypercorn, dispatchers
         client = dispatchers(
             greenhttp.Client, hypercorn.origin(kind), connect={"cafile": hypercorn.ca}
         )
-    talk = Talk(hypercorn.url(kind), {"dispatcher": client})
+    talk = WsTalk(hypercorn.url(kind), {"dispatcher": client})
     close = talk.wait_closed()
     assert talk.types == ["error", "close"]
     assert (close.code, close.was_clean) == (1006, False)
@@ -363,7 +325,7 @@ def test_allow_h2_false_keeps_websockets_on_http1(hypercorn, dispatchers):
     client = dispatchers(
         greenhttp.Client, hypercorn.origin("tls"), allow_h2=False, connect={"cafile": hypercorn.ca}
     )
-    talk = Talk(hypercorn.url("tls"), {"dispatcher": client})
+    talk = WsTalk(hypercorn.url("tls"), {"dispatcher": client})
     talk.wait_open()
     assert talk.ask("version") == "1.1"
     talk.ws.close(1000)
@@ -419,7 +381,7 @@ def test_the_extended_connect_and_a_clean_end_of_stream(make_h2_server, make_h2c
 
     server = make_h2_server(handler, settings={h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL: 1})
     client = make_h2c(server.origin)
-    talk = Talk(
+    talk = WsTalk(
         f"ws://127.0.0.1:{server.port}/chat?room=1", {"dispatcher": client, "protocols": ["a", "b"]}
     )
     talk.wait_open()
@@ -455,7 +417,7 @@ def test_a_2xx_with_a_subprotocol_not_offered_fails(make_h2_server, make_h2c):
 
     server = make_h2_server(handler, settings={h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL: 1})
     client = make_h2c(server.origin)
-    talk = Talk(f"ws://127.0.0.1:{server.port}/", {"dispatcher": client, "protocols": ["chat"]})
+    talk = WsTalk(f"ws://127.0.0.1:{server.port}/", {"dispatcher": client, "protocols": ["chat"]})
     close = talk.wait_closed()
     assert talk.types == ["error", "close"] and close.code == 1006
     assert "not offered" in talk.events[0].message
@@ -485,7 +447,7 @@ def test_failing_the_connection_over_h2_does_not_wait(make_h2_server, make_h2c, 
 
     server = make_h2_server(handler, settings={h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL: 1})
     client = make_h2c(server.origin)
-    talk = Talk(f"ws://127.0.0.1:{server.port}/", {"dispatcher": client})
+    talk = WsTalk(f"ws://127.0.0.1:{server.port}/", {"dispatcher": client})
     with gevent.Timeout(5):  # not CLOSE_TIMEOUT: nothing waits for the server
         close = talk.wait_closed()
     assert talk.types == ["open", "error", "close"]
