@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from greenhttp._core import h1
 from greenhttp._core.h1 import ResponseParser
 from greenhttp.errors import HeadersOverflowError, HTTPParserError
 
@@ -334,6 +335,91 @@ def test_max_header_size_applies_to_trailers():
     data = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + b"T: " + b"v" * 300 + b"\r\n\r\n"
     with pytest.raises(HeadersOverflowError):
         parse(data, max_header_size=128)
+
+
+# ---------------------------------------------------------------------------
+# the cache of parsed heads (identical bytes skip validation the second time)
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def empty_head_cache():
+    h1._HEAD_CACHE.clear()
+    yield h1._HEAD_CACHE
+    h1._HEAD_CACHE.clear()
+
+
+@pytest.mark.parametrize(
+    "data, eof",
+    [
+        (b"HTTP/1.1 200 OK\r\nServer: t\r\nContent-Length: 3\r\n\r\nabc", False),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", False),
+        (b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nabc", True),
+        (b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n", False),
+        (b"HTTP/1.1 404 Not Found\r\nContent-Length: 1\r\n\r\nx", False),
+    ],
+    ids=["length", "chunked", "eof", "http10-empty", "404"],
+)
+def test_a_cached_head_parses_like_the_first_time(empty_head_cache, data, eof):
+    first = both_ways(data, eof=eof)
+    assert len(empty_head_cache) == 1
+    again = both_ways(data, eof=eof)
+    assert again == first
+
+
+def test_a_cached_head_gives_each_response_its_own_headers(empty_head_cache):
+    data = b"HTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 0\r\n\r\n"
+    first = heads(parse(data))[0][3]
+    first["x-a"] = "changed"
+    first["x-new"] = "added"
+    second = heads(parse(data))[0][3]
+    assert second == {"x-a": "1", "content-length": "0"}
+    assert second is not first
+
+
+def test_heads_with_repeated_names_are_not_cached(empty_head_cache):
+    data = b"HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nX: 1\r\nX: 2\r\nContent-Length: 0\r\n\r\n"
+    first = heads(parse(data))[0][3]
+    first["x"].append("3")
+    first["set-cookie"].clear()
+    assert not empty_head_cache
+    assert heads(parse(data))[0][3] == {"set-cookie": ["a=1"], "x": ["1", "2"], "content-length": "0"}
+
+
+def test_a_head_cached_for_get_still_has_no_body_for_head(empty_head_cache):
+    data = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"
+    assert parse(data + b"hello") == parse(data + b"hello")  # cached by the second GET
+    assert len(empty_head_cache) == 1
+    events = parse(data + data + b"hello", ("HEAD", "GET"))
+    assert [e[0] for e in events] == ["head", "end", "head", "body", "end"]
+    assert events[3] == ("body", b"hello")
+
+
+def test_interim_connect_and_bodyless_heads_are_not_cached(empty_head_cache):
+    parse(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n")
+    parse(b"HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n")
+    parse(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n", ("HEAD",))
+    parse(b"HTTP/1.1 200 Connection established\r\n\r\n", ("CONNECT",))
+    assert not empty_head_cache
+
+
+def test_max_header_size_applies_to_a_cached_head(empty_head_cache):
+    data = b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 200 + b"\r\nContent-Length: 0\r\n\r\n"
+    assert heads(parse(data))[0][1] == 200
+    assert len(empty_head_cache) == 1
+    with pytest.raises(HeadersOverflowError):
+        parse(data, max_header_size=100)
+
+
+def test_the_head_cache_is_bounded(empty_head_cache):
+    for i in range(h1._HEAD_CACHE_SIZE * 2 + 10):
+        events = parse(b"HTTP/1.1 200 OK\r\nX-Id: %d\r\nContent-Length: 0\r\n\r\n" % i)
+        assert heads(events)[0][3]["x-id"] == str(i)
+        assert len(empty_head_cache) <= h1._HEAD_CACHE_SIZE
+    big = b"HTTP/1.1 200 OK\r\nX: " + b"v" * h1._CACHED_HEAD_MAX + b"\r\nContent-Length: 0\r\n\r\n"
+    empty_head_cache.clear()
+    parse(big)
+    assert not empty_head_cache
 
 
 def test_bytes_read_counts_the_body():

@@ -56,6 +56,10 @@ _BODY_EOF = 6
 _UPGRADED = 7
 _DEAD = 8
 
+# Body framing of a final head: a Content-Length (>= 0) or one of these.
+_FRAMED_CHUNKED = -1
+_FRAMED_BY_EOF = -2
+
 
 class ParserSink(Protocol):
     def on_head(
@@ -326,6 +330,16 @@ class ResponseParser:
         size = end - start
         if size > self.max_header_size:
             raise HeadersOverflowError()
+        raw = buf[start:end]
+        self.head_bytes = size
+        self.bytes_read = 0
+        ordinary = not (self._method_head or self._method_connect)
+        if ordinary:
+            hit = _head_cache_get(raw)
+            if hit is not None:
+                # These exact bytes were parsed and validated before: reuse the result.
+                status, reason, headers, keep_alive, framing = hit
+                return self._start_body(status, reason, headers.copy(), raw, keep_alive, framing)
         m = _STATUS_RE.match(buf, start)
         if m is None:
             line_end = buf.find(b"\r\n", start)
@@ -338,9 +352,6 @@ class ResponseParser:
             raise HTTPParserError("invalid status code", "HPE_INVALID_STATUS", status_b)
         headers = parse_header_block(buf[m.end() : end - 2])
         reason = reason_b.decode("latin-1") if reason_b else ""
-        raw = buf[start:end]
-        self.head_bytes = size
-        self.bytes_read = 0
 
         if status < 200:
             if status == 101:
@@ -360,8 +371,6 @@ class ResponseParser:
         else:
             keep_alive = conn is not None and _has_token(conn, "keep-alive")
 
-        te = headers.get("transfer-encoding")
-        cl = headers.get("content-length")
         if self._method_connect:
             # The original treats every final answer to CONNECT as the start of a
             # tunnel; the caller checks the status (REFERENCE §1.8).
@@ -370,9 +379,9 @@ class ResponseParser:
             return True
         if self._method_head or status == 204 or status == 304:
             # RFC 9112 §6.3 rule 1: no body, whatever the framing headers say.
-            self._state = _HEAD
-            stop = self.sink.on_head(status, reason, headers, raw, keep_alive)
-            return self.sink.on_complete(None) or stop
+            return self._start_body(status, reason, headers, raw, keep_alive, 0)
+        te = headers.get("transfer-encoding")
+        cl = headers.get("content-length")
         if te is not None:
             if cl is not None:
                 # §6.3 rule 3: a sender MUST NOT send both; refuse (smuggling vector).
@@ -383,23 +392,58 @@ class ResponseParser:
             if codings[-1] == "chunked":
                 if codings.count("chunked") > 1:
                     raise HTTPParserError("chunked applied twice", "HPE_INVALID_TRANSFER_ENCODING")
-                self._state = _CHUNK_SIZE
+                framing = _FRAMED_CHUNKED
             else:
-                self._state = _BODY_EOF
+                framing = _FRAMED_BY_EOF
                 keep_alive = False
-            return self.sink.on_head(status, reason, headers, raw, keep_alive)
-        if cl is not None:
+        elif cl is not None:
             if type(cl) is str and cl.isdigit() and cl.isascii() and len(cl) < 19:
-                length = int(cl)
+                framing = int(cl)
             else:
-                length = _content_length(cl)
-            if length == 0:
-                self._state = _HEAD
-                stop = self.sink.on_head(status, reason, headers, raw, keep_alive)
-                return self.sink.on_complete(None) or stop
-            self._remaining = length
+                framing = _content_length(cl)
+        else:
+            # §6.3 rule 8: the body runs until the connection closes.
+            framing = _FRAMED_BY_EOF
+            keep_alive = False
+        if size <= _CACHED_HEAD_MAX:
+            _remember_head(raw, status, reason, headers, keep_alive, framing)
+        return self._start_body(status, reason, headers, raw, keep_alive, framing)
+
+    def _start_body(
+        self, status: int, reason: str, headers: dict[str, Any], raw: bytes, keep_alive: bool, framing: int
+    ) -> bool | None:
+        """Report a final head and enter the state its framing calls for."""
+        sink = self.sink
+        if framing > 0:
+            self._remaining = framing
             self._state = _BODY_LENGTH
-            return self.sink.on_head(status, reason, headers, raw, keep_alive)
-        # §6.3 rule 8: the body runs until the connection closes.
-        self._state = _BODY_EOF
-        return self.sink.on_head(status, reason, headers, raw, False)
+            return sink.on_head(status, reason, headers, raw, keep_alive)
+        if framing == 0:
+            self._state = _HEAD
+            stop = sink.on_head(status, reason, headers, raw, keep_alive)
+            return sink.on_complete(None) or stop
+        self._state = _CHUNK_SIZE if framing == _FRAMED_CHUNKED else _BODY_EOF
+        return sink.on_head(status, reason, headers, raw, keep_alive)
+
+
+# A cache of parsed final heads, keyed by their exact bytes. A server tends to
+# send the same head again and again (only Date moves, once a second), so most
+# responses skip the status-line regex, the header validation and the framing
+# rules. Only what the bytes alone decide is kept: heads of HEAD and CONNECT
+# requests, interim heads and 204/304 never enter it, heads with repeated
+# names neither (their values are lists), and a hit is copied before use.
+_HEAD_CACHE: dict[bytes, tuple[int, str, dict[str, Any], bool, int]] = {}
+_HEAD_CACHE_SIZE = 256
+_CACHED_HEAD_MAX = 2048  # bytes; bigger heads are rarely identical
+_head_cache_get = _HEAD_CACHE.get
+
+
+def _remember_head(
+    raw: bytes, status: int, reason: str, headers: dict[str, Any], keep_alive: bool, framing: int
+) -> None:
+    for value in headers.values():
+        if type(value) is list:
+            return
+    if len(_HEAD_CACHE) >= _HEAD_CACHE_SIZE:
+        _HEAD_CACHE.clear()  # heads that stopped repeating (a new Date) leave together
+    _HEAD_CACHE[raw] = (status, reason, headers.copy(), keep_alive, framing)
