@@ -411,6 +411,33 @@ def test_max_header_size_applies_to_a_cached_head(empty_head_cache):
         parse(data, max_header_size=100)
 
 
+def test_a_whole_cached_response_in_one_read_honours_a_pause_at_the_head(empty_head_cache):
+    data = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+    parse(data)  # now cached: the next read of exactly one response takes the short path
+
+    class PausingSink(Sink):
+        def on_head(self, *args):
+            super().on_head(*args)
+            return True
+
+    sink = PausingSink()
+    p = ResponseParser(sink)
+    p.expect("GET")
+    p.feed(data)
+    assert [e[0] for e in sink.events] == ["head"]
+    assert p.body_remaining == 0 and p.bytes_read == 0  # the body is buffered, not consumed
+    p.feed(b"")
+    assert [e[0] for e in sink.events] == ["head", "body", "end"]
+    assert sink.events[1] == ("body", b"hello") and p.bytes_read == 5 and p.idle
+
+
+def test_a_cached_head_followed_by_more_than_its_body_takes_the_general_path(empty_head_cache):
+    one = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    parse(one)
+    events = parse(one + one + b"HTTP/1.1 200 O", ("GET", "GET", "GET"))
+    assert [e[0] for e in events] == ["head", "body", "end", "head", "body", "end"]
+
+
 def test_the_head_cache_is_bounded(empty_head_cache):
     for i in range(h1._HEAD_CACHE_SIZE * 2 + 10):
         events = parse(b"HTTP/1.1 200 OK\r\nX-Id: %d\r\nContent-Length: 0\r\n\r\n" % i)

@@ -211,6 +211,19 @@ class ResponseParser:
 
     def feed(self, data: bytes) -> None:
         """Parse ``data`` (plus anything buffered), calling the sink."""
+        if self._state == _HEAD and not self._buf and data:
+            # The common read: exactly one response whose head was seen before.
+            end = data.find(b"\r\n\r\n") + 4
+            if 4 < end <= self.max_header_size:
+                raw = data[:end]
+                hit = _head_cache_get(raw)
+                if (
+                    hit is not None
+                    and hit[4] == len(data) - end
+                    and not (self._method_head or self._method_connect)
+                ):
+                    self._one_response(data, raw, hit)
+                    return
         if data:
             buf = self._buf + data if self._buf else data
         else:
@@ -408,6 +421,26 @@ class ResponseParser:
         if size <= _CACHED_HEAD_MAX:
             _remember_head(raw, status, reason, headers, keep_alive, framing)
         return self._start_body(status, reason, headers, raw, keep_alive, framing)
+
+    def _one_response(self, data: bytes, raw: bytes, hit: tuple[int, str, dict[str, Any], bool, int]) -> None:
+        """A whole response with a cached head: what :meth:`feed` would do, in one step."""
+        status, reason, headers, keep_alive, length = hit
+        end = self.head_bytes = len(raw)
+        sink = self.sink
+        if length:
+            self.bytes_read = length
+            if sink.on_head(status, reason, headers.copy(), raw, keep_alive):
+                # Paused at the head: keep the body for the next feed.
+                self.bytes_read = 0
+                self._remaining = length
+                self._state = _BODY_LENGTH
+                self._buf = data[end:]
+                return
+            sink.on_body(data[end:])
+        else:
+            self.bytes_read = 0
+            sink.on_head(status, reason, headers.copy(), raw, keep_alive)
+        sink.on_complete(None)
 
     def _start_body(
         self, status: int, reason: str, headers: dict[str, Any], raw: bytes, keep_alive: bool, framing: int

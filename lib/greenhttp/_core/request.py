@@ -159,6 +159,8 @@ class Request:
     abort_hook: Callable[[Request, BaseException], None] | None = None
     resume_hook: Callable[[Request], None] | None = None
     error_hook: Callable[[BaseException], None] | None = None
+    _blob_type: str | None = None  # the media type a Blob body brings
+    _reset_given = False  # reset= was passed explicitly
 
     def __init__(self, opts: dict[str, Any], handler: Any) -> None:
         if type(opts) is not dict:
@@ -198,7 +200,7 @@ class Request:
         self.blocking = blocking if blocking is not None else method != "HEAD"
         if self.content_length is not None:
             self._check_length()
-        blob_type = self.__dict__.get("_blob_type")
+        blob_type = self._blob_type
         if blob_type and self.content_type is None:
             # A Blob body brings its media type unless the caller set one (REFERENCE §3.4).
             self.headers = [*self.headers, ("content-type", blob_type)]
@@ -274,7 +276,7 @@ class Request:
             return
         self.headers, close_requested = self._special_headers(header_pairs(raw))
         # A "connection: close" header asks for the socket to close after this response.
-        if close_requested and not getattr(self, "_reset_given", False):
+        if close_requested and not self._reset_given:
             self.reset = True
 
     def _set_body(self, value: Any) -> None:
