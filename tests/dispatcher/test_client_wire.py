@@ -405,3 +405,19 @@ def test_type_of_service_is_set_on_the_socket(make_server, make_client):
     assert client.request(path="/", type_of_service=0x10).body.bytes() == b"ok"
     sock = client._conn.sock  # the client's socket, to read the option back
     assert sock.getsockopt(socket.IPPROTO_IP, socket.IP_TOS) == 0x10
+
+
+def test_request_lines_stay_right_across_paths_methods_and_host_headers(make_server, make_client):
+    """The encoded request line is reused per (method, path, host); never the wrong one."""
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    sent = []
+    for i in range(300):  # more distinct paths than the line cache keeps
+        path = f"/p{i % 150}?n={i % 7}"
+        method = ("GET", "DELETE", "OPTIONS")[i % 3]
+        headers = {"host": "example.test"} if i % 5 == 0 else None
+        assert client.request(path=path, method=method, headers=headers).body.bytes() == b"ok"
+        sent.append((method, path, "example.test" if headers else f"127.0.0.1:{server.port}"))
+    assert len(client._request_lines) <= 256
+    got = [(r.method, r.target, r.header("host")) for r in server.requests]
+    assert got == sent

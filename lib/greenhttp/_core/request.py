@@ -160,6 +160,9 @@ class Request:
     resume_hook: Callable[[Request], None] | None = None
     error_hook: Callable[[BaseException], None] | None = None
     _blob_type: str | None = None  # the media type a Blob body brings
+    # True when a body, upgrade, reset, expect_continue or type_of_service was
+    # given: the connection then applies its rarer rules (reset, framing, TOS).
+    special = False
     _reset_given = False  # reset= was passed explicitly
 
     def __init__(self, opts: dict[str, Any], handler: Any) -> None:
@@ -237,11 +240,13 @@ class Request:
             raise InvalidArgumentError("max_redirections is not supported, use the redirect interceptor")
 
     def _set_upgrade(self, value: Any) -> None:
+        self.special = True
         if not isinstance(value, str):
             raise InvalidArgumentError(f"upgrade must be a string, got {value!r}")
         self.upgrade = check_header_value("upgrade", value)
 
     def _set_reset(self, value: Any) -> None:
+        self.special = True
         if not isinstance(value, bool):
             raise InvalidArgumentError(f"invalid reset: {value!r}")
         # An explicit reset wins over a "connection: close" header either way.
@@ -249,6 +254,7 @@ class Request:
         self._reset_given = True
 
     def _set_expect_continue(self, value: Any) -> None:
+        self.special = True
         if not isinstance(value, bool):
             raise InvalidArgumentError(f"invalid expect_continue: {value!r}")
         self.expect_continue = value
@@ -260,6 +266,7 @@ class Request:
         self.body_timeout = _timeout("body_timeout", value)
 
     def _set_type_of_service(self, tos: Any) -> None:
+        self.special = True
         if isinstance(tos, bool) or not isinstance(tos, int) or not 0 <= tos <= 255:
             raise InvalidArgumentError(f"type_of_service must be an integer between 0 and 255, got {tos!r}")
         self.type_of_service = tos
@@ -278,8 +285,10 @@ class Request:
         # A "connection: close" header asks for the socket to close after this response.
         if close_requested and not self._reset_given:
             self.reset = True
+            self.special = True
 
     def _set_body(self, value: Any) -> None:
+        self.special = True
         self.body = normalize_body(value)
         if isinstance(value, Blob) and value.type:
             self._blob_type = value.type

@@ -57,6 +57,7 @@ class Client(Dispatcher):
         opts = self._opts
         self._pipelining = opts.pipelining
         self._host_line = f"host: {self._origin.host}\r\n".encode("latin-1")
+        self._request_lines: dict[tuple[str, str, str | None], bytes] = {}
         self._connector = self._make_connector(opts)
         self._pending: deque[Request] = deque()
         self._conn: H1Connection | None = None
@@ -211,6 +212,20 @@ class Client(Dispatcher):
             self._need_drain = True
             return False
         return True
+
+    def _request_line(self, key: tuple[str, str, str | None]) -> bytes:
+        """``METHOD path HTTP/1.1`` and the host line, encoded once per (method, path, host)."""
+        method, path, host = key
+        line = b"%s %s HTTP/1.1\r\n%s" % (
+            method.encode(),
+            path.encode("latin-1"),
+            self._host_line if host is None else b"host: %s\r\n" % host.encode("latin-1"),
+        )
+        lines = self._request_lines
+        if len(lines) >= 256:
+            lines.clear()  # many distinct paths: keep the cache small, not exhaustive
+        lines[key] = line
+        return line
 
     def _report_error(self, err: BaseException) -> None:
         if not self.emit("error", err):

@@ -83,6 +83,7 @@ class H1Connection:
         self.count = 0  # requests written on this socket
         self.keep_alive_timeout = client._opts.keep_alive_timeout
         self.max_concurrent = client._pipelining or 1  # the client updates it when pipelining changes
+        self._max_requests = client._opts.max_requests_per_client or 0
         self.reader: Any = None
         self._tos: int | None = None  # the IP type of service last set by a request
         self._armed_for: Request | None = None  # the request whose headers deadline is armed
@@ -126,24 +127,15 @@ class H1Connection:
         client = self.client
         self.count += 1
         method = req.method
-        body = req.body
-        if (
-            req.reset is not None
-            or method == "HEAD"
-            or method == "CONNECT"
-            or req.upgrade is not None
-            or (body is not None and method not in EXPECTS_PAYLOAD)
-        ):
+        if req.special or method == "HEAD" or method == "CONNECT":
             self._reset_rules(req)
-        limit = client._opts.max_requests_per_client
-        if limit and self.count >= limit:
+        if self._max_requests and self.count >= self._max_requests:
             self.reset = True
 
-        head = b"%s %s HTTP/1.1\r\n%s" % (
-            method.encode(),
-            req.path.encode("latin-1"),
-            client._host_line if req.host is None else b"host: %s\r\n" % req.host.encode("latin-1"),
-        )
+        key = (method, req.path, req.host)
+        head = client._request_lines.get(key)
+        if head is None:
+            head = client._request_line(key)
         if req.upgrade is not None:
             head += b"connection: upgrade\r\nupgrade: %s\r\n" % req.upgrade.encode("latin-1")
         elif client._pipelining and not self.reset:
@@ -153,28 +145,32 @@ class H1Connection:
             self.reset = True  # we asked the server to close: never reuse this socket
         if req.headers:
             head += "".join([f"{k}: {v}\r\n" for k, v in req.headers]).encode("latin-1")
+        body = req.body
         stream = None
         if body is None:
             if method in EXPECTS_PAYLOAD:
-                head += b"content-length: 0\r\n"
-        elif type(body) is bytes:
-            # Without strict_content_length a wrong declared length is replaced
-            # by the real one: a wrong length on the wire is request smuggling.
-            head += b"content-length: %d\r\n" % len(body)
-        elif isinstance(body, StreamBody):
-            stream = body
-            length = req.content_length if req.content_length is not None else body.length
-            if length is None:
-                head += b"transfer-encoding: chunked\r\n"
+                head += b"content-length: 0\r\n\r\n"
             else:
-                head += b"content-length: %d\r\n" % length
-        if req.expect_continue and body is not None:
-            head += b"expect: 100-continue\r\n"
-        head += b"\r\n"
-
-        if req.type_of_service is not None and req.type_of_service != self._tos:
+                head += b"\r\n"
+        else:
+            if type(body) is bytes:
+                # Without strict_content_length a wrong declared length is replaced
+                # by the real one: a wrong length on the wire is request smuggling.
+                head += b"content-length: %d\r\n" % len(body)
+            elif isinstance(body, StreamBody):
+                stream = body
+                length = req.content_length if req.content_length is not None else body.length
+                if length is None:
+                    head += b"transfer-encoding: chunked\r\n"
+                else:
+                    head += b"content-length: %d\r\n" % length
+            if req.expect_continue:
+                head += b"expect: 100-continue\r\n"
+            head += b"\r\n"
+        if req.special and req.type_of_service is not None and req.type_of_service != self._tos:
             self._tos = req.type_of_service
             self.transport.set_type_of_service(self._tos)
+
         running = self.running
         if not running:
             self.parser.expect(method)
@@ -186,8 +182,10 @@ class H1Connection:
         if _DEBUG_MAYBE() and _DEBUG():
             _debug.core.debug("sending request to %s %s%s", method, client._origin.origin, req.path)
 
-        if stream is None and not req.expect_continue and (body is None or len(body) <= _INLINE_BODY):  # type: ignore[arg-type]
-            self._send(head + body if body is not None else head)  # type: ignore[operator]
+        if body is None:
+            self._send(head)
+        elif stream is None and not req.expect_continue and len(body) <= _INLINE_BODY:  # type: ignore[arg-type]
+            self._send(head + body)  # type: ignore[operator]
         else:
             self.writing = True
             self._writer = spawn(self._write_body, req, head, body, stream)
