@@ -42,18 +42,25 @@ class BodyReadable:
     _limit = -1  # dump(): discard, and abort past this many bytes
     _dumped = 0
 
-    def __init__(
-        self,
-        controller: Any = None,
-        content_length: int | None = None,
-        content_type: str = "",
-        high_water_mark: int = 65536,
-    ) -> None:
+    def __init__(self, controller: Any = None, headers: Any = None, high_water_mark: int = 65536) -> None:
         self._chunks: deque[bytes] = deque()
         self._controller = controller
         self._hwm = high_water_mark
-        self.content_length = content_length
-        self.content_type = content_type
+        self._headers = headers  # the response headers (a dict, or the raw list)
+
+    @property
+    def content_length(self) -> int | None:
+        """The response's content-length, when it has a valid one."""
+        headers = self._headers
+        cl = headers.get("content-length") if type(headers) is dict else None
+        return int(cl) if type(cl) is str and cl.isdigit() and cl.isascii() else None
+
+    @property
+    def content_type(self) -> str:
+        """The response's content-type ("" without one)."""
+        headers = self._headers
+        ctype = headers.get("content-type") if type(headers) is dict else None
+        return ctype if type(ctype) is str else ""
 
     # -- producer side: the reader greenlet ----------------------------------------
     def _push(self, chunk: bytes) -> None:

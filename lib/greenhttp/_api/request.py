@@ -150,17 +150,11 @@ class RequestHandler:
             return
         if self.raw:
             headers = controller.raw_headers
-        get = headers.get if type(headers) is dict else None
-        length = None
-        ctype = ""
-        if get is not None:
-            cl = get("content-length")
-            if type(cl) is str and cl.isdigit():
-                length = int(cl)
-            ctype = get("content-type") or ""
-        body = self.body = BodyReadable(controller, length, ctype if type(ctype) is str else "", self.hwm)
-        self.response = ResponseData(status_code, status_message, headers, {}, body, self.opaque, self.context)
-        self.parker.set(self.response)
+        body = self.body = BodyReadable(controller, headers, self.hwm)
+        response = self.response = ResponseData(
+            status_code, status_message, headers, {}, body, self.opaque, self.context
+        )
+        self.parker.set(response)
 
     def on_response_data(self, controller: Any, chunk: bytes) -> None:
         self.body._push(chunk)  # type: ignore[union-attr]

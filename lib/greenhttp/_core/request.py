@@ -199,15 +199,15 @@ class Request:
                     blocking = value
                 elif key in _OPTION_SETTERS:
                     _OPTION_SETTERS[key](self, value)
+            if self.content_length is not None:
+                self._check_length()
+            blob_type = self._blob_type
+            if blob_type and self.content_type is None:
+                # A Blob body brings its media type unless the caller set one (REFERENCE §3.4).
+                self.headers = [*self.headers, ("content-type", blob_type)]
+                self.content_type = blob_type
         self.idempotent = idempotent if idempotent is not None else method in IDEMPOTENT_METHODS
         self.blocking = blocking if blocking is not None else method != "HEAD"
-        if self.content_length is not None:
-            self._check_length()
-        blob_type = self._blob_type
-        if blob_type and self.content_type is None:
-            # A Blob body brings its media type unless the caller set one (REFERENCE §3.4).
-            self.headers = [*self.headers, ("content-type", blob_type)]
-            self.content_type = blob_type
 
     @staticmethod
     def _check_method(method: Any) -> str:

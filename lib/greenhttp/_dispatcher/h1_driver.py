@@ -127,7 +127,8 @@ class H1Connection:
         client = self.client
         self.count += 1
         method = req.method
-        if req.special or method == "HEAD" or method == "CONNECT":
+        special = req.special
+        if special or method == "HEAD" or method == "CONNECT":
             self._reset_rules(req)
         if self._max_requests and self.count >= self._max_requests:
             self.reset = True
@@ -167,7 +168,7 @@ class H1Connection:
             if req.expect_continue:
                 head += b"expect: 100-continue\r\n"
             head += b"\r\n"
-        if req.special and req.type_of_service is not None and req.type_of_service != self._tos:
+        if special and req.type_of_service is not None and req.type_of_service != self._tos:
             self._tos = req.type_of_service
             self.transport.set_type_of_service(self._tos)
 
@@ -360,41 +361,43 @@ class H1Connection:
                     self._continue.set(True)
                 return False
             return req.on_headers(status, headers, reason)
-        if req.upgrade is not None:
-            raise SocketError("bad upgrade", self._socket_info())
-        if req.expect_continue:
-            cont = self._continue
-            if cont is not None and not cont.ready():
-                # A final answer before 100: the body is not sent; the socket can't be reused.
-                cont.set(False)
-                self.reset = True
+        if req.special:
+            if req.upgrade is not None:
+                raise SocketError("bad upgrade", self._socket_info())
+            if req.expect_continue:
+                cont = self._continue
+                if cont is not None and not cont.ready():
+                    # A final answer before 100: the body is not sent; the socket can't be reused.
+                    cont.set(False)
+                    self.reset = True
         self.blocking = False
         self._final_head_for = req
+        client = self.client
         if not keep_alive:
             self.reset = True
-        elif self.client._pipelining:
+        elif client._pipelining:
             hint = headers.get("keep-alive")
-            if hint is not None:
+            if hint is None:
+                self.keep_alive_timeout = client._opts.keep_alive_timeout
+            else:
                 m = _KEEP_ALIVE_HINT.search(hint if type(hint) is str else ",".join(hint))
                 if m:
-                    opts = self.client._opts
+                    opts = client._opts
                     t = min(int(m.group(1)) - opts.keep_alive_timeout_threshold, opts.keep_alive_max_timeout)
                     if t <= 0:
                         self.reset = True
                     else:
                         self.keep_alive_timeout = t
                 else:
-                    self.keep_alive_timeout = self.client._opts.keep_alive_timeout
-            else:
-                self.keep_alive_timeout = self.client._opts.keep_alive_timeout
+                    self.keep_alive_timeout = client._opts.keep_alive_timeout
         if _DEBUG_MAYBE() and _DEBUG():
             _debug.core.debug(
-                "received response to %s %s%s - HTTP %d", req.method, self.client._origin.origin, req.path, status
+                "received response to %s %s%s - HTTP %d", req.method, client._origin.origin, req.path, status
             )
         paused = req.on_headers(status, headers, reason)
-        if self.client._pending and not self.reset:
+        if client._pending and not self.reset:
             # No longer blocked: the next request may be pipelined behind this one (REFERENCE §1.1).
-            self.client._resume()
+            client._resume()
         return paused
 
     def on_body(self, chunk: bytes) -> bool:
