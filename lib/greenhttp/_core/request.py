@@ -199,6 +199,8 @@ class Request:
                     blocking = value
                 elif key in _OPTION_SETTERS:
                     _OPTION_SETTERS[key](self, value)
+                elif key == "dispatcher":
+                    raise InvalidArgumentError("dispatcher is not supported by instance methods")
             if self.content_length is not None:
                 self._check_length()
             blob_type = self._blob_type

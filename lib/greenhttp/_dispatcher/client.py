@@ -178,8 +178,6 @@ class Client(Dispatcher):
                 raise ClientDestroyedError()
             if self._closed:
                 raise ClientClosedError()
-            if options.get("dispatcher") is not None:
-                raise InvalidArgumentError("dispatcher is not supported by instance methods")
             req = Request(options, handler)
         except Exception as exc:
             on_error = getattr(handler, "on_response_error", None)
