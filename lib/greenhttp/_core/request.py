@@ -160,8 +160,9 @@ class Request:
     resume_hook: Callable[[Request], None] | None = None
     error_hook: Callable[[BaseException], None] | None = None
     _blob_type: str | None = None  # the media type a Blob body brings
-    # True when a body, upgrade, reset, expect_continue or type_of_service was
-    # given: the connection then applies its rarer rules (reset, framing, TOS).
+    # True when a body, upgrade, reset, expect_continue, type_of_service or a
+    # "connection: close" header was given: the connection then applies its
+    # rarer rules (reset, body framing, expect-continue, TOS).
     special = False
     _reset_given = False  # reset= was passed explicitly
 
