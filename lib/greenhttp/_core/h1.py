@@ -166,6 +166,7 @@ class ResponseParser:
         "_trailer_bytes",
         "head_bytes",
         "bytes_read",
+        "body_length",
     )
 
     def __init__(self, sink: ParserSink, max_header_size: int = 16384) -> None:
@@ -178,9 +179,11 @@ class ResponseParser:
         self._method_connect = False
         self._keep_alive = True
         self._trailer_bytes = 0
-        #: size of the last head, and body bytes read in the current message
+        #: size of the last head, body bytes read in the current message, and its
+        #: Content-Length (-1: none, or the body is chunked or runs until EOF)
         self.head_bytes = 0
         self.bytes_read = 0
+        self.body_length = -1
 
     # -- driver API -------------------------------------------------------
     def expect(self, method: str) -> None:
@@ -208,6 +211,16 @@ class ResponseParser:
         if self._state == _BODY_LENGTH and not self._buf:
             return self._remaining
         return 0
+
+    @property
+    def body_left(self) -> int:
+        """Bytes still owed by a Content-Length body, buffered ones included, else 0."""
+        return self._remaining if self._state == _BODY_LENGTH else 0
+
+    def take_buffered(self) -> bytes:
+        """Hand over the body bytes buffered after a stop (the caller feeds them back)."""
+        buf, self._buf = self._buf, b""
+        return buf
 
     def feed(self, data: bytes) -> None:
         """Parse ``data`` (plus anything buffered), calling the sink."""
@@ -426,6 +439,7 @@ class ResponseParser:
         """A whole response with a cached head: what :meth:`feed` would do, in one step."""
         status, reason, headers, keep_alive, length = hit
         end = self.head_bytes = len(raw)
+        self.body_length = length
         sink = self.sink
         if length:
             self.bytes_read = length
@@ -447,6 +461,7 @@ class ResponseParser:
     ) -> bool | None:
         """Report a final head and enter the state its framing calls for."""
         sink = self.sink
+        self.body_length = framing if framing >= 0 else -1
         if framing > 0:
             self._remaining = framing
             self._state = _BODY_LENGTH

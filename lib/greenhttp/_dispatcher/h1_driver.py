@@ -14,6 +14,7 @@ into the reader greenlet, which fails the request on its own greenlet.
 
 from __future__ import annotations
 
+import io
 import re
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from .._core.h1 import ResponseParser
 from .._core.request import EXPECTS_PAYLOAD, Request
 from .._net.connector import socket_info
 from .._net.stream import Transport, UpgradedSocket
-from .._runtime import Deadline, GreenletExit, Parker, getcurrent, kill, spawn
+from .._runtime import Deadline, GreenletExit, Parker, call_soon, getcurrent, kill, spawn
 from ..errors import (
     BodyTimeoutError,
     HeadersTimeoutError,
@@ -41,6 +42,7 @@ __all__ = ["H1Connection"]
 
 _KEEP_ALIVE_HINT = re.compile(r"timeout=(\d+)")
 _BIG_READ = 1 << 22  # read a known-length body straight into one buffer up to 4 MiB
+_WHOLE_BODY_MIN = 1 << 16  # ... when more than 64 KiB of it is left
 _INLINE_BODY = 1 << 16  # bodies up to 64 KiB go out with the head in one send
 _WRITE_PIECE = 1 << 18  # larger bodies go out in pieces, each restarting the write stall deadline
 
@@ -97,6 +99,7 @@ class H1Connection:
         self._continue: Parker | None = None  # expect: 100-continue in progress
         self._upgrade: tuple[int, dict[str, Any]] | None = None
         self._stop_reading = False  # reset and drained, or upgraded
+        self._choosing = False  # a big body's head was delivered: let its consumer choose
         self._finished = False
         self._detached = False
         self.connect_options: dict[str, Any] = {}  # what the connector was called with
@@ -398,6 +401,11 @@ class H1Connection:
         if client._pending and not self.reset:
             # No longer blocked: the next request may be pipelined behind this one (REFERENCE §1.1).
             client._resume()
+        if self.parser.body_length > _WHOLE_BODY_MIN and not paused and not req.read_all:
+            # A big body: stop here, so that the consumer just woken may ask for the
+            # whole body before any of it is read (then it arrives in one buffer).
+            self._choosing = True
+            return True
         return paused
 
     def on_body(self, chunk: bytes) -> bool:
@@ -481,13 +489,22 @@ class H1Connection:
                 self._wait_resume(head)
                 parser.feed(b"")
                 continue
-            if head is not None and head.read_all and parser.body_remaining > 65536:
+            if self._choosing:
+                if not self._takes_whole_body(head):
+                    parser.feed(b"")  # read the body the usual way
+                    continue
+                prefix: bytes | None = parser.take_buffered()
+            elif head is not None and head.read_all and parser.body_remaining > _WHOLE_BODY_MIN:
+                prefix = b""
+            else:
+                prefix = None
+            if prefix is not None:
                 # The consumer takes the whole body: read it straight into one buffer.
-                data = self._read_exact(min(parser.body_remaining, _BIG_READ))
+                data = self._read_exact(min(parser.body_left, _BIG_READ), prefix)
                 if data is None:
                     return self._eof()
                 # The parser hands a whole-length buffer on as one body chunk, uncopied.
-                parser.feed(data)  # type: ignore[arg-type]
+                parser.feed(data)
                 continue
             if wait_first:
                 self._arm_for_wait()
@@ -502,16 +519,20 @@ class H1Connection:
                 raise SocketError("bad response", self._socket_info())
         return None
 
-    def _read_exact(self, size: int) -> bytearray | None:
-        """Read ``size`` body bytes straight into one buffer (big known-length bodies).
+    def _read_exact(self, size: int, prefix: bytes) -> bytes | None:
+        """Read ``size`` body bytes (``prefix`` already received) into one buffer.
 
-        The buffer itself becomes the body chunk, uncopied: only a consumer that
-        takes the whole body asks for this (``Controller.wants_whole_body``), and
-        it copies once, when it joins the chunks into its ``bytes``.
+        The buffer becomes the body chunk as it is: a ``bytes`` built in place
+        (``BytesIO.getvalue()`` hands its buffer over when nothing else holds
+        it), so the consumer that asked for the whole body gets it without a
+        copy. On EOF, what arrived is fed to the parser and None returned.
         """
-        out = bytearray(size)
-        view = memoryview(out)
-        got = 0
+        out = io.BytesIO()
+        out.seek(size - 1)
+        out.write(b"\0")
+        view = out.getbuffer()
+        got = len(prefix)
+        view[:got] = prefix
         transport = self.transport
         req = self.running[0]
         while got < size:
@@ -519,10 +540,22 @@ class H1Connection:
             n = transport.recv_into(view[got:], True)
             if n == 0:
                 if got:
-                    self.parser.feed(bytes(view[:got]))
+                    self.parser.feed(view[:got].tobytes())
                 return None
             got += n
-        return out
+        view.release()  # (on an error the buffer is simply dropped)
+        return out.getvalue()
+
+    def _takes_whole_body(self, head: Request | None) -> bool:
+        """The head of a big body was delivered and the parser stopped before its
+        body: let the woken consumer run first, and say whether it asked for the
+        whole body (``Controller.wants_whole_body``)."""
+        self._choosing = False
+        self._deadline.clear()
+        parker = Parker()
+        call_soon(parker.set)
+        parker.get()
+        return head is not None and head.read_all
 
     def _wait_resume(self, req: Request) -> None:
         self._deadline.clear()

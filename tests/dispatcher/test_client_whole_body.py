@@ -1,0 +1,179 @@
+"""Big known-length bodies: read whole into one buffer, or streamed, always intact.
+
+When a response head announces more than 64 KiB, the reader stops before the
+body and lets the woken consumer choose: ``body.bytes()`` (and ``text()``,
+``json()``) gets the whole body received into one buffer that becomes its
+``bytes`` without a copy; iteration and raw handlers get it in pieces as
+before. Either way every byte arrives once, in order, and errors and
+timeouts in the middle of the body are reported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gevent
+import pytest
+
+from greenhttp import errors
+
+KiB = 1024
+MiB = 1024 * KiB
+
+
+def pattern(size: int, seed: int = 0) -> bytes:
+    """Bytes whose every position is checkable (no run of equal blocks)."""
+    block = bytes((i * 7 + seed) % 251 for i in range(251))
+    return (block * (size // 251 + 1))[:size]
+
+
+def big_response_server(body: bytes, first: int = 1000, piece: int = 64 * KiB):
+    """Answer every request with ``body``: the head and ``first`` body bytes, then pieces."""
+
+    def handler(conn):
+        while conn.read_request() is not None:
+            conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body[:first])
+            for start in range(first, len(body), piece):
+                conn.send(body[start : start + piece])
+
+    return handler
+
+
+class ChunkCounter:
+    """An interceptor that counts the body chunks the handler below it receives."""
+
+    def __init__(self) -> None:
+        self.chunks: list[int] = []
+
+    def __call__(self, dispatch: Any) -> Any:
+        counter = self
+
+        def counting(opts: dict[str, Any], handler: Any) -> bool:
+            class Counting:
+                def __getattr__(self, name: str) -> Any:
+                    return getattr(handler, name)
+
+                def on_response_data(self, controller: Any, chunk: bytes) -> None:
+                    counter.chunks.append(len(chunk))
+                    handler.on_response_data(controller, chunk)
+
+            return dispatch(opts, Counting())
+
+        return counting
+
+
+@pytest.mark.parametrize("size", [64 * KiB + 1, MiB + 7, 5 * MiB + 3], ids=["64KiB+1", "1MiB+7", "5MiB+3"])
+def test_bytes_gets_a_big_body_whole_and_intact(make_server, make_client, size):
+    body = pattern(size)
+    server = make_server(big_response_server(body))
+    client = make_client(server.origin)
+    counter = ChunkCounter()
+    d = client.compose(counter)
+    for _ in range(2):  # the second response reuses the connection
+        r = d.request(path="/")
+        got = r.body.bytes()
+        assert type(got) is bytes and got == body
+    assert server.accepted == 1
+    # Up to 4 MiB arrive as one buffer; more arrive in 4 MiB buffers.
+    per_response = 1 if size <= 4 * MiB else 2
+    assert len(counter.chunks) == 2 * per_response, counter.chunks
+
+
+def test_text_and_json_of_a_big_body(make_server, make_client):
+    doc = '{"a": "' + "x" * (200 * KiB) + '"}'
+    server = make_server(big_response_server(doc.encode()))
+    client = make_client(server.origin)
+    assert client.request(path="/").body.text() == doc
+    assert client.request(path="/").body.json() == {"a": "x" * (200 * KiB)}
+
+
+def test_a_big_body_read_by_iteration_streams_in_pieces(make_server, make_client):
+    body = pattern(2 * MiB, seed=3)
+    server = make_server(big_response_server(body))
+    client = make_client(server.origin)
+    pieces = list(client.request(path="/").body)
+    assert b"".join(pieces) == body
+    assert len(pieces) > 2  # streamed as it arrived, not gathered first
+    assert client.request(path="/").body.read(10) == body[:10]
+
+
+def test_a_raw_handler_gets_every_byte_of_a_big_body_in_order(make_server, make_client):
+    body = pattern(3 * MiB + 5, seed=9)
+    server = make_server(big_response_server(body, first=30000, piece=100000))
+    client = make_client(server.origin)
+    chunks: list[bytes] = []
+    done = gevent.event.Event()
+
+    class Handler:
+        def on_response_data(self, controller, chunk):
+            chunks.append(chunk)
+
+        def on_response_end(self, controller, trailers):
+            done.set()
+
+        def on_response_error(self, controller, err):
+            chunks.append(repr(err).encode())
+            done.set()
+
+    client.dispatch({"path": "/", "method": "GET"}, Handler())
+    assert done.wait(10)
+    assert b"".join(chunks) == body
+
+
+def test_the_connection_closing_inside_a_whole_body_read_is_a_socket_error(make_server, make_client):
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % MiB + b"a" * 1000)
+        conn.send(b"b" * (300 * KiB))
+        conn.close()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    r = client.request(path="/")
+    with pytest.raises(errors.SocketError):
+        r.body.bytes()
+
+
+def test_body_timeout_applies_inside_a_whole_body_read(make_server, make_client):
+    release = gevent.event.Event()
+
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % MiB + b"a" * 1000)
+        conn.send(b"b" * (100 * KiB))
+        release.wait(10)  # then stall: the client must give up on its own
+
+    server = make_server(handler)
+    client = make_client(server.origin, body_timeout=0.2)
+    r = client.request(path="/")
+    try:
+        with pytest.raises(errors.BodyTimeoutError):
+            with gevent.Timeout(5):
+                r.body.bytes()
+    finally:
+        release.set()
+
+
+def test_a_pipelined_response_after_a_big_body_is_not_swallowed(make_server, make_client):
+    big = pattern(MiB + 11, seed=5)
+
+    def handler(conn):
+        first = conn.read_request()
+        second = conn.read_request()
+        assert first is not None and second is not None
+        # Both answers back to back: the big body's tail and the next head share reads.
+        head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(big)
+        conn.send(head + big + b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nafter")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin, pipelining=2)
+    results: dict[str, bytes] = {}
+
+    def get(name: str) -> None:
+        # blocking=False: the second request is written before the first head arrives.
+        results[name] = client.request(path="/" + name, blocking=False).body.bytes()
+
+    jobs = [gevent.spawn(get, "big"), gevent.spawn(get, "small")]
+    gevent.joinall(jobs, timeout=10, raise_error=True)
+    assert results == {"big": big, "small": b"after"}
