@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import gevent
+import gevent.ssl
 import pytest
 
 from greenhttp import errors
@@ -177,3 +178,18 @@ def test_a_pipelined_response_after_a_big_body_is_not_swallowed(make_server, mak
     jobs = [gevent.spawn(get, "big"), gevent.spawn(get, "small")]
     gevent.joinall(jobs, timeout=10, raise_error=True)
     assert results == {"big": big, "small": b"after"}
+
+
+def test_a_big_body_over_tls_is_whole_and_intact(make_server, make_client):
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    ctx = gevent.ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # the server's handshakes must not block the hub
+    ca.issue_cert("localhost", "127.0.0.1").configure_cert(ctx)
+    body = pattern(MiB + 1, seed=11)
+    server = make_server(big_response_server(body, first=5000), ssl_context=ctx)
+    client = make_client(f"https://localhost:{server.port}", connect={"cadata": ca.cert_pem.bytes().decode()})
+    assert client.request(path="/").body.bytes() == body
+    assert b"".join(client.request(path="/").body) == body
