@@ -363,6 +363,11 @@ class H2Session(FastStreams):
         except ProtocolError:
             pass
 
+    def detach(self) -> None:
+        """The connection ended: let go of what only the cycle collector would free (h2's
+        table of bound frame handlers). Frames received afterwards are ignored."""
+        self._conn.detach()
+
     # -- flow control of received data ------------------------------------------------
     def ack(self, stream_id: int, size: int) -> None:
         """``size`` body bytes of ``stream_id`` were consumed: both windows may reopen."""

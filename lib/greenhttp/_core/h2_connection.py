@@ -4,8 +4,9 @@
 :mod:`greenhttp._core.h2` needs done differently (its module docstring says
 why): kept open after GOAWAY with its queued output, a body length error
 reset as a stream error (:class:`_MalformedBody`), open streams counted only
-now and then, and an oversized frame refused at its header
-(:class:`_FrameBuffer`).
+now and then, an oversized frame refused at its header
+(:class:`_FrameBuffer`), and its frame handlers dropped once the connection
+ended (:meth:`_ClientConnection.detach`: no reference cycle outlives it).
 """
 
 from __future__ import annotations
@@ -62,6 +63,18 @@ class _FrameBuffer(FrameBuffer):
         return super().__next__()
 
 
+def _ignore_frame(frame: Any) -> tuple[list[Any], list[Any]]:
+    """How a detached connection handles a frame: no frames to send, no events."""
+    return [], []
+
+
+class _DetachedFrameTable(dict[Any, Any]):
+    """The frame handlers of a detached connection: every frame is ignored."""
+
+    def __missing__(self, key: Any) -> Any:
+        return _ignore_frame
+
+
 class _ClientConnection(_H2Connection):
     """``h2``'s connection, kept open after GOAWAY so announced streams can finish."""
 
@@ -98,6 +111,11 @@ class _ClientConnection(_H2Connection):
         if self._counts & 31:
             return 0
         return super().open_outbound_streams
+
+    def detach(self) -> None:
+        """The connection ended: drop h2's table of frame handlers (bound methods of this
+        object), so reference counting frees it; a frame received afterwards is ignored."""
+        self._frame_dispatch_table = _DetachedFrameTable()
 
     def _receive_goaway_frame(self, frame: Any) -> Any:
         state = self.state_machine.state

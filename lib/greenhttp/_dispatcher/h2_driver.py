@@ -39,6 +39,7 @@ from __future__ import annotations
 import struct
 import time
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import _debug
@@ -87,6 +88,19 @@ _GOAWAY_REPLAYED: weakref.WeakSet[Request] = weakref.WeakSet()
 
 class _Wake(Exception):
     """Thrown into the reader parked in its socket read: there is work for it."""
+
+
+_Handler = Callable[[tuple[Any, ...]], None]
+
+
+def _no_event(ev: tuple[Any, ...]) -> None:
+    """The handler of every event kind on a closed connection."""
+
+
+# The handlers of a closed connection: its own (bound methods) would keep it in a cycle.
+_CLOSED_HANDLERS: dict[int, _Handler] = dict.fromkeys(
+    (RESPONSE, INFO, DATA, END, RESET, SETTINGS, WINDOW, GOAWAY, PONG, BAD), _no_event
+)
 
 
 class H2Connection:
@@ -138,7 +152,7 @@ class H2Connection:
         )
         self.uploads = Uploads(self)
         self.tunnels = Tunnels(self)  # answered CONNECTs: open streams, not requests
-        self._handlers = {
+        self._handlers: dict[int, _Handler] = {
             RESPONSE: self._on_response,
             INFO: self._on_info,
             DATA: self._on_data,
@@ -675,6 +689,14 @@ class H2Connection:
             stream.done = True
             stream.req.on_error(err)
         self.client._connection_lost(self, err, [])
+        # What refers back to this connection (the bound event handlers, the bodies' and
+        # tunnels' helpers, h2's own frame handlers) goes, so a closed connection is freed
+        # by reference counting, not left in cycles for the collector. A body greenlet or
+        # a tunnel still finishing meets harmless placeholders.
+        self._handlers = _CLOSED_HANDLERS
+        self.uploads.detach()
+        self.tunnels.detach()
+        self.session.detach()
 
     def _socket_info(self) -> dict[str, Any] | None:
         """What ``SocketError.socket`` reports about this connection."""

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .._core.h2 import H2Session
     from .h2_driver import H2Connection
 
-__all__ = ["H2Stream", "Timers", "Uploads", "replayable"]
+__all__ = ["H2Stream", "Timers", "Uploads", "no_flush", "replayable"]
 
 _INF = math.inf
 
@@ -191,14 +191,27 @@ class Timers:
         return expired, idle, ping
 
     def close(self) -> None:
+        """For good: the deadline drops its callback, and nothing arms it again."""
+        self._next = -_INF  # no due time is earlier
         self._deadline.close()
+
+
+def no_flush() -> None:
+    """The flush of a closed connection."""
+
+
+def _no_fail(stream: H2Stream, err: BaseException, code: int = 0) -> None:
+    """The stream failure of a closed connection (its streams already failed)."""
 
 
 class Uploads:
     """The request bodies of one connection. Used from the connection's greenlets only."""
 
     def __init__(self, conn: H2Connection) -> None:
-        self.conn = conn
+        # The connection's methods, not the connection: detach() replaces them once it is
+        # closed, so no cycle keeps it (a killed body greenlet may still run briefly).
+        self._schedule_flush: Callable[[], None] = conn._schedule_flush
+        self._fail_stream: Callable[..., None] = conn._fail_stream
         self.session = conn.session
         self.waiting: dict[H2Stream, None] = {}  # streams waiting for send window, in order
         self.greenlets: set[Any] = set()  # one per streamed body being read
@@ -237,6 +250,11 @@ class Uploads:
         for g in list(self.greenlets):
             kill(g)
 
+    def detach(self) -> None:
+        """After :meth:`close`: let go of the connection (a late body greenlet finds no-ops)."""
+        self._schedule_flush = no_flush
+        self._fail_stream = _no_fail
+
     def _pump(self, stream: H2Stream) -> None:
         """Send as much of a bytes body as the windows allow; the rest waits."""
         view = stream.out
@@ -263,7 +281,6 @@ class Uploads:
 
     def _stream_body(self, stream: H2Stream) -> None:
         """A body greenlet: read a streamed body and send it as window allows."""
-        conn = self.conn
         req = stream.req
         body = req.body
         assert isinstance(body, StreamBody)
@@ -296,9 +313,9 @@ class Uploads:
             if not stream.done:
                 self.session.end_stream(stream.sid)
                 stream.local_closed = True
-                conn._schedule_flush()
+                self._schedule_flush()
         except RequestContentLengthMismatchError as exc:
-            conn._fail_stream(stream, exc)
+            self._fail_stream(stream, exc)
         except GreenletExit:
             pass
         finally:
@@ -323,5 +340,5 @@ class Uploads:
             n = min(window, session.max_frame_size, len(view) - off)
             session.send_data(sid, view[off : off + n])
             off += n
-            self.conn._schedule_flush()
+            self._schedule_flush()
         return True

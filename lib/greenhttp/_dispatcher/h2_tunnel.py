@@ -11,11 +11,13 @@ window as the tunnel is read, so an unread tunnel stalls only itself.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._core.h2 import ErrorCodes, error_name
 from .._runtime import Parker
 from ..errors import InformationalError, SocketError
+from .h2_stream import no_flush
 
 if TYPE_CHECKING:
     from .h2_driver import H2Connection
@@ -24,11 +26,21 @@ if TYPE_CHECKING:
 __all__ = ["H2Tunnel", "Tunnels"]
 
 
+def _no_stream_done() -> None:
+    """The stream bookkeeping of a closed connection."""
+
+
 class Tunnels:
     """The open tunnels of one connection, by stream id. Used from its greenlets only; never blocks."""
 
     def __init__(self, conn: H2Connection) -> None:
-        self.conn = conn
+        # What the tunnels need of the connection, not the connection: detach() replaces
+        # its methods once it is closed, so no cycle keeps it.
+        self.session = conn.session
+        self.uploads = conn.uploads
+        self.sock = conn.sock
+        self._schedule_flush: Callable[[], None] = conn._schedule_flush
+        self._stream_done: Callable[[], None] = conn._stream_done
         self._by_sid: dict[int, H2Tunnel] = {}
 
     def __len__(self) -> int:
@@ -47,7 +59,7 @@ class Tunnels:
         tunnel = self._by_sid.get(sid)
         if tunnel is None or tunnel.closed:
             return False
-        self.conn.session.ack_connection(flow)
+        self.session.ack_connection(flow)
         tunnel._feed(data, flow)
         return True
 
@@ -78,36 +90,42 @@ class Tunnels:
         tunnels = list(self._by_sid.values())
         self._by_sid.clear()
         for tunnel in tunnels:
+            tunnel._stream.done = True  # nothing more goes out on it
             tunnel._end(err if not isinstance(err, InformationalError) else None)
+
+    def detach(self) -> None:
+        """After :meth:`close_all`: let go of the connection (a late tunnel user finds no-ops)."""
+        self._schedule_flush = no_flush
+        self._stream_done = _no_stream_done
 
     # -- from the tunnels' users (any greenlet) ----------------------------------------------------
     def consumed(self, stream: H2Stream, flow: int) -> None:
         """The tunnel's reader took one DATA frame's bytes: reopen the stream window."""
         if not stream.done:
-            self.conn.session.ack_stream(stream.sid, flow)
-            self.conn._schedule_flush()
+            self.session.ack_stream(stream.sid, flow)
+            self._schedule_flush()
 
     def end_stream(self, stream: H2Stream) -> None:
-        self.conn.session.end_stream(stream.sid)
+        self.session.end_stream(stream.sid)
         stream.local_closed = True
         tunnel = self._by_sid.get(stream.sid)
         if tunnel is not None and tunnel._eof:
             self._drop(stream.sid)
-        self.conn._schedule_flush()
+        self._schedule_flush()
 
     def closed(self, stream: H2Stream) -> None:
         if stream.sid not in self._by_sid:
             return
-        self.conn.session.reset_stream(stream.sid, ErrorCodes.CANCEL)
+        self.session.reset_stream(stream.sid, ErrorCodes.CANCEL)
         self._drop(stream.sid)
-        self.conn._schedule_flush()
+        self._schedule_flush()
 
     def _drop(self, sid: int) -> None:
         tunnel = self._by_sid.pop(sid, None)
         if tunnel is not None:
             tunnel._stream.done = True
-            self.conn.uploads.drop(tunnel._stream)
-            self.conn._stream_done()
+            self.uploads.drop(tunnel._stream)
+            self._stream_done()
 
 
 class H2Tunnel:
@@ -192,7 +210,7 @@ class H2Tunnel:
         if self._error is not None:
             raise self._error
         chunk = bytes(data)
-        if chunk and not self._tunnels.conn.uploads.send_chunk(stream, chunk):
+        if chunk and not self._tunnels.uploads.send_chunk(stream, chunk):
             raise self._error or BrokenPipeError("the tunnel stream ended")
 
     def send(self, data: Any) -> int:
@@ -215,10 +233,10 @@ class H2Tunnel:
         self._tunnels.closed(self._stream)
 
     def getpeername(self) -> Any:
-        return self._tunnels.conn.sock.getpeername()
+        return self._tunnels.sock.getpeername()
 
     def getsockname(self) -> Any:
-        return self._tunnels.conn.sock.getsockname()
+        return self._tunnels.sock.getsockname()
 
     def __enter__(self) -> H2Tunnel:
         return self
