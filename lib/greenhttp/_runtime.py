@@ -7,6 +7,7 @@ in one place.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -26,11 +27,13 @@ __all__ = [
     "Queue",
     "Semaphore",
     "Timeout",
+    "at_round_end",
     "call_soon",
     "getcurrent",
     "get_hub",
     "kill",
     "now",
+    "round_queue",
     "sleep",
     "spawn",
     "spawn_raw",
@@ -47,6 +50,41 @@ spawn_raw = gevent.spawn_raw
 def call_soon(fn: Callable[..., Any], *args: Any) -> None:
     """Run ``fn(*args)`` from the hub soon (the next loop iteration). Never blocks."""
     get_hub().loop.run_callback(fn, *args)
+
+
+def round_queue() -> list[Callable[[], None]]:
+    """The calling thread's hub's list of actions for the end of its current round.
+
+    A *round* is one pass of the hub over its ready sockets and timers; see
+    :func:`at_round_end`. Take it once (it never changes for a hub) and keep it.
+    """
+    hub = get_hub()
+    queue: list[Callable[[], None]] | None = getattr(hub, "_greenhttp_round", None)
+    if queue is None:
+        queue = hub._greenhttp_round = []
+    return queue
+
+
+def at_round_end(queue: list[Callable[[], None]], fn: Callable[[], None]) -> None:
+    """Run ``fn()`` once the hub has handled its current round of ready sockets,
+    together with everything else queued for then, in order. Never blocks.
+
+    ``fn`` must not block. What readers write this way leaves in one burst
+    instead of one send between every two reads.
+    """
+    if not queue:
+        get_hub().loop.run_callback(_run_round, queue)
+    queue.append(fn)
+
+
+def _run_round(queue: list[Callable[[], None]]) -> None:
+    fns = queue[:]
+    del queue[:]
+    for fn in fns:
+        try:
+            fn()
+        except Exception:
+            get_hub().handle_error(fn, *sys.exc_info())
 
 
 def _closed() -> None:

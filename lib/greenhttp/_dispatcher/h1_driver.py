@@ -25,7 +25,17 @@ from .._core.h1 import ResponseParser
 from .._core.request import EXPECTS_PAYLOAD, Request
 from .._net.connector import socket_info
 from .._net.stream import Transport, UpgradedSocket
-from .._runtime import Deadline, GreenletExit, Parker, call_soon, getcurrent, kill, spawn
+from .._runtime import (
+    Deadline,
+    GreenletExit,
+    Parker,
+    at_round_end,
+    call_soon,
+    getcurrent,
+    kill,
+    round_queue,
+    spawn,
+)
 from ..errors import (
     BodyTimeoutError,
     HeadersTimeoutError,
@@ -100,6 +110,10 @@ class H1Connection:
         self._upgrade: tuple[int, dict[str, Any]] | None = None
         self._stop_reading = False  # reset and drained, or upgraded
         self._choosing = False  # a big body's head was delivered: let its consumer choose
+        # Where the reader's writes wait for the end of the hub's round (see _send); only
+        # plain sockets, whose sends never block.
+        self._round = round_queue() if self.transport.fast else None
+        self._corked: bytes | None = None  # written, not yet sent
         self._finished = False
         self._detached = False
         self.connect_options: dict[str, Any] = {}  # what the connector was called with
@@ -211,6 +225,25 @@ class H1Connection:
             self.reset = True
 
     def _send(self, data: bytes) -> None:
+        corked = self._corked
+        if corked is not None:
+            self._corked = corked + data  # after what waits, in order
+        elif self._round is not None and getcurrent() is self.reader:
+            # Written by the reader (a queued request taking the place of the answered
+            # one): send it once the hub has handled this round of ready sockets, with
+            # what the other readers write meanwhile. Sends spread between the reads
+            # wake the server once each; in one burst they wake it once.
+            self._corked = data
+            at_round_end(self._round, self._uncork)
+        else:
+            self._send_now(data)
+
+    def _uncork(self) -> None:
+        data, self._corked = self._corked, None
+        if data is not None and not self.destroyed:
+            self._send_now(data)
+
+    def _send_now(self, data: bytes) -> None:
         try:
             sent = self.transport.try_send(data)
         except OSError as exc:
