@@ -560,9 +560,7 @@ class H1Connection:
         it), so the consumer that asked for the whole body gets it without a
         copy. On EOF, what arrived is fed to the parser and None returned.
         """
-        out = io.BytesIO()
-        out.seek(size - 1)
-        out.write(b"\0")
+        out = io.BytesIO(bytes(size))  # the only reference to its buffer: written in place
         view = out.getbuffer()
         got = len(prefix)
         view[:got] = prefix
