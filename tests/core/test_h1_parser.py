@@ -438,6 +438,23 @@ def test_a_cached_head_followed_by_more_than_its_body_takes_the_general_path(emp
     assert [e[0] for e in events] == ["head", "body", "end", "head", "body", "end"]
 
 
+def test_a_server_whose_heads_never_repeat_barely_touches_the_cache(empty_head_cache):
+    sink = Sink()
+    p = ResponseParser(sink)
+    for i in range(200):
+        p.expect("GET")
+        p.feed(b"HTTP/1.1 200 OK\r\nX-Request-Id: %d\r\nContent-Length: 0\r\n\r\n" % i)
+    assert len(heads(sink.events)) == 200
+    assert len(empty_head_cache) <= 4 + 200 // 32  # the first few, then one in 32
+    # Heads that repeat are cached again: a hit resets the count.
+    same = b"HTTP/1.1 200 OK\r\nX-Same: 1\r\nContent-Length: 0\r\n\r\n"
+    for _ in range(40):
+        p.expect("GET")
+        p.feed(same)
+    assert same in empty_head_cache
+    assert p._misses == 0
+
+
 def test_the_head_cache_is_bounded(empty_head_cache):
     for i in range(h1._HEAD_CACHE_SIZE * 2 + 10):
         events = parse(b"HTTP/1.1 200 OK\r\nX-Id: %d\r\nContent-Length: 0\r\n\r\n" % i)

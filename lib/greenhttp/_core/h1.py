@@ -167,6 +167,7 @@ class ResponseParser:
         "head_bytes",
         "bytes_read",
         "body_length",
+        "_misses",
     )
 
     def __init__(self, sink: ParserSink, max_header_size: int = 16384) -> None:
@@ -184,6 +185,7 @@ class ResponseParser:
         self.head_bytes = 0
         self.bytes_read = 0
         self.body_length = -1
+        self._misses = 0  # heads in a row not found in the head cache
 
     # -- driver API -------------------------------------------------------
     def expect(self, method: str) -> None:
@@ -365,6 +367,7 @@ class ResponseParser:
             if hit is not None:
                 # These exact bytes were parsed and validated before: reuse the result.
                 status, reason, headers, keep_alive, framing = hit
+                self._misses = 0
                 return self._start_body(status, reason, headers.copy(), raw, keep_alive, framing)
         m = _STATUS_RE.match(buf, start)
         if m is None:
@@ -432,7 +435,11 @@ class ResponseParser:
             framing = _FRAMED_BY_EOF
             keep_alive = False
         if size <= _CACHED_HEAD_MAX:
-            _remember_head(raw, status, reason, headers, keep_alive, framing)
+            # A server whose heads never repeat (a request id, say) would only churn the
+            # cache: after a few misses in a row, only every 32nd head is offered to it.
+            misses = self._misses = self._misses + 1
+            if misses <= 4 or not misses & 31:
+                _remember_head(raw, status, reason, headers, keep_alive, framing)
         return self._start_body(status, reason, headers, raw, keep_alive, framing)
 
     def _one_response(self, data: bytes, raw: bytes, hit: tuple[int, str, dict[str, Any], bool, int]) -> None:
@@ -440,6 +447,7 @@ class ResponseParser:
         status, reason, headers, keep_alive, length = hit
         end = self.head_bytes = len(raw)
         self.body_length = length
+        self._misses = 0
         sink = self.sink
         if length:
             self.bytes_read = length
