@@ -421,3 +421,52 @@ def test_request_lines_stay_right_across_paths_methods_and_host_headers(make_ser
     assert len(client._request_lines) <= 256
     got = [(r.method, r.target, r.header("host")) for r in server.requests]
     assert got == sent
+
+
+def test_cached_plain_heads_stay_exact_next_to_other_requests(make_server, make_client):
+    """A request without headers or body reuses its whole head; the others never get it."""
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    host = b"host: 127.0.0.1:%d\r\n" % server.port
+    expected = []
+    for i in range(12):
+        kind = i % 4
+        if kind == 0:
+            client.request(path="/x").body.bytes()
+            expected.append(b"GET /x HTTP/1.1\r\n" + host + b"connection: keep-alive\r\n\r\n")
+        elif kind == 1:
+            client.request(path="/x", method="POST").body.bytes()
+            expected.append(
+                b"POST /x HTTP/1.1\r\n" + host + b"connection: keep-alive\r\ncontent-length: 0\r\n\r\n"
+            )
+        elif kind == 2:
+            client.request(path="/x", headers={"x-n": str(i)}).body.bytes()
+            expected.append(
+                b"GET /x HTTP/1.1\r\n" + host + b"connection: keep-alive\r\nx-n: %d\r\n\r\n" % i
+            )
+        else:
+            client.request(path="/x", method="POST", body=b"abc").body.bytes()
+            expected.append(
+                b"POST /x HTTP/1.1\r\n" + host + b"connection: keep-alive\r\ncontent-length: 3\r\n\r\nabc"
+            )
+    assert [r.raw for r in server.requests] == expected
+
+
+def test_plain_heads_say_close_when_pipelining_is_off(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin, pipelining=0)
+    for _ in range(3):
+        assert client.request(path="/y").body.bytes() == b"ok"
+    assert [r.header("connection") for r in server.requests] == ["close"] * 3
+
+
+def test_a_path_checked_once_does_not_let_a_bad_one_through(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    assert client.request(path="/ok").body.bytes() == b"ok"
+    assert client.request(path="http://127.0.0.1/abs").body.bytes() == b"ok"
+    for bad in ("ok", "/o k", "", "/ok\r\n"):
+        with pytest.raises(errors.InvalidArgumentError):
+            client.request(path=bad)
+    assert client.request(path="/ok").body.bytes() == b"ok"
+    assert len(server.requests) == 3

@@ -70,6 +70,23 @@ def _timeout(name: str, value: Any) -> float | None:
     return float(value)
 
 
+# Paths seen to be valid origin-form targets ("/..."), valid for every method:
+# a client asks for the same few paths again and again.
+_CHECKED_PATHS: set[str] = set()
+
+
+def _check_path(path: str, method: str) -> None:
+    if not _PATH_RE.match(path):
+        raise InvalidArgumentError(f"invalid request path: {path!r}")
+    if path[0] != "/":
+        if method != "CONNECT" and not path.startswith(("http://", "https://")):
+            raise InvalidArgumentError(f"path must be an absolute URL or start with a slash, got {path!r}")
+        return
+    if len(_CHECKED_PATHS) >= 256:
+        _CHECKED_PATHS.clear()  # many distinct paths: small, not exhaustive
+    _CHECKED_PATHS.add(path)
+
+
 class Controller:
     """What a handler gets to steer its request: ``abort``, ``pause``, ``resume``.
 
@@ -176,10 +193,8 @@ class Request:
             method = self._check_method(method)
         if type(path) is not str:
             raise InvalidArgumentError(f"path must be a string, got {path!r}")
-        if not _PATH_RE.match(path):
-            raise InvalidArgumentError(f"invalid request path: {path!r}")
-        if path[0] != "/" and method != "CONNECT" and not path.startswith(("http://", "https://")):
-            raise InvalidArgumentError(f"path must be an absolute URL or start with a slash, got {path!r}")
+        if path not in _CHECKED_PATHS:
+            _check_path(path, method)
         self.method = method
         self.path = path
         self.handler = handler

@@ -151,9 +151,43 @@ class H1Connection:
             self.reset = True
 
         key = (method, req.path, req.host)
-        head = client._request_lines.get(key)
-        if head is None:
-            head = client._request_line(key)
+        if special or req.headers or self.reset or not client._pipelining:
+            head, stream = self._head(req, key)
+        else:
+            # A plain request (no headers, no body, keep-alive): its whole head is cached.
+            head = client._plain_heads.get(key) or client._plain_head(key)
+            stream = None
+
+        running = self.running
+        if not running:
+            self.parser.expect(method)
+        running.append(req)
+        req.abort_hook = self._abort_hook
+        req.resume_hook = self._resume_hook
+        if req.blocking:
+            self.blocking = True
+        if _DEBUG_MAYBE() and _DEBUG():
+            _debug.core.debug("sending request to %s %s%s", method, client._origin.origin, req.path)
+
+        body = req.body
+        if body is None:
+            self._send(head)
+        elif stream is None and not req.expect_continue and len(body) <= _INLINE_BODY:  # type: ignore[arg-type]
+            self._send(head + body)  # type: ignore[operator]
+        else:
+            self.writing = True
+            self._writer = spawn(self._write_body, req, head, body, stream)
+        if len(running) == 1 and not self.writing:
+            self._armed_for = req
+            self._phase = _HEADERS
+            t = req.headers_timeout
+            self._deadline.set(t if t is not None else client._opts.headers_timeout)
+
+    def _head(self, req: Request, key: tuple[str, str, str | None]) -> tuple[bytes, StreamBody | None]:
+        """The request head with every rule applied, and the body to stream (if any)."""
+        client = self.client
+        method = req.method
+        head = client._request_lines.get(key) or client._request_line(key)
         if req.upgrade is not None:
             head += b"connection: upgrade\r\nupgrade: %s\r\n" % req.upgrade.encode("latin-1")
         elif client._pipelining and not self.reset:
@@ -185,33 +219,10 @@ class H1Connection:
             if req.expect_continue:
                 head += b"expect: 100-continue\r\n"
             head += b"\r\n"
-        if special and req.type_of_service is not None and req.type_of_service != self._tos:
+        if req.special and req.type_of_service is not None and req.type_of_service != self._tos:
             self._tos = req.type_of_service
             self.transport.set_type_of_service(self._tos)
-
-        running = self.running
-        if not running:
-            self.parser.expect(method)
-        running.append(req)
-        req.abort_hook = self._abort_hook
-        req.resume_hook = self._resume_hook
-        if req.blocking:
-            self.blocking = True
-        if _DEBUG_MAYBE() and _DEBUG():
-            _debug.core.debug("sending request to %s %s%s", method, client._origin.origin, req.path)
-
-        if body is None:
-            self._send(head)
-        elif stream is None and not req.expect_continue and len(body) <= _INLINE_BODY:  # type: ignore[arg-type]
-            self._send(head + body)  # type: ignore[operator]
-        else:
-            self.writing = True
-            self._writer = spawn(self._write_body, req, head, body, stream)
-        if len(running) == 1 and not self.writing:
-            self._armed_for = req
-            self._phase = _HEADERS
-            t = req.headers_timeout
-            self._deadline.set(t if t is not None else client._opts.headers_timeout)
+        return head, stream
 
     def _reset_rules(self, req: Request) -> None:
         """REFERENCE §3.5: which requests close the socket after their response."""
