@@ -247,22 +247,19 @@ class H1Connection:
             self._corked = data
             at_round_end(self._round, self._uncork)
         else:
-            self._send_now(data)
+            try:
+                sent = self.transport.try_send(data)
+            except OSError as exc:
+                self._fail_write(exc)
+                return
+            if sent < len(data):
+                self.writing = True  # the rest goes out from a writer greenlet
+                self._writer = spawn(self._write_rest, data[sent:])
 
     def _uncork(self) -> None:
         data, self._corked = self._corked, None
         if data is not None and not self.destroyed:
-            self._send_now(data)
-
-    def _send_now(self, data: bytes) -> None:
-        try:
-            sent = self.transport.try_send(data)
-        except OSError as exc:
-            self._fail_write(exc)
-            return
-        if sent < len(data):
-            self.writing = True
-            self._writer = spawn(self._write_rest, data[sent:])
+            self._send(data)  # from the hub, uncorked: sent now
 
     def _write_rest(self, data: bytes) -> None:
         try:

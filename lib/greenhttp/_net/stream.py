@@ -83,11 +83,16 @@ class Transport:
 
     def recv_into(self, buf: Any, wait_first: bool = True) -> int:
         """Read into ``buf``; blocks the calling greenlet; 0 means EOF."""
-        if self._raw is None:
-            return self.sock.recv_into(buf)
         raw = self._raw
-        if wait_first:
-            self.wait_readable()
+        if raw is None:
+            return self.sock.recv_into(buf)
+        if wait_first:  # wait_readable(), inlined: once per response on the hot path
+            watcher = self._rw
+            watcher.start(getcurrent().switch)
+            try:
+                self._hub.switch()
+            finally:
+                watcher.stop()
         while True:
             try:
                 return raw.recv_into(buf)
