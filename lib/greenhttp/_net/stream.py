@@ -86,13 +86,8 @@ class Transport:
         raw = self._raw
         if raw is None:
             return self.sock.recv_into(buf)
-        if wait_first:  # wait_readable(), inlined: once per response on the hot path
-            watcher = self._rw
-            watcher.start(getcurrent().switch)
-            try:
-                self._hub.switch()
-            finally:
-                watcher.stop()
+        if wait_first:
+            self.wait_readable()
         while True:
             try:
                 return raw.recv_into(buf)
