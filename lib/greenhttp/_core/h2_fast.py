@@ -74,6 +74,17 @@ _BLOCK_CACHE_BYTES = 4096  # longer blocks are not kept
 _OUT_CACHE_SIZE = 512  # encoded request fields kept, per connection
 
 
+
+def _padded_end(payload: memoryview) -> int:
+    """Where a padded frame's content ends (it starts at 1); h2's checks and errors."""
+    size = len(payload)
+    if not size:
+        raise FrameDataMissingError("Frame data missing or invalid")
+    pad = payload[0]
+    if pad and pad >= size:
+        raise ProtocolError("Received frame with invalid padding.")
+    return size - pad
+
 class _Fast:
     """A stream the session runs itself: its request went out whole (HEADERS with END_STREAM)."""
 
@@ -213,12 +224,7 @@ class FastStreams:
         # In h2's order: the frame's padding, the connection window, the stream.
         flow = len(payload)
         if flags & _PADDED:
-            if not flow:
-                raise FrameDataMissingError("Frame data missing or invalid")
-            pad = payload[0]
-            if pad and pad >= flow:
-                raise ProtocolError("Received frame with invalid padding.")
-            data = bytes(payload[1 : flow - pad])
+            data = bytes(payload[1 : _padded_end(payload)])
         else:
             data = bytes(payload)
         manager = self._conn._inbound_flow_control_window_manager
@@ -251,13 +257,8 @@ class FastStreams:
         start = 0
         stop = len(payload)
         if flags & _PADDED:
-            if not stop:
-                raise FrameDataMissingError("Frame data missing or invalid")
-            pad = payload[0]
-            if pad and pad >= stop:
-                raise ProtocolError("Received frame with invalid padding.")
             start = 1
-            stop -= pad
+            stop = _padded_end(payload)
         if flags & _PRIORITY:
             if len(payload) < start + 5:
                 raise FrameDataMissingError("Frame data missing or invalid")
