@@ -156,6 +156,51 @@ def test_pipelining_writes_requests_before_responses(make_server, make_client):
     assert server.errors == []
 
 
+def test_a_handler_blocking_the_reader_does_not_hold_back_the_caller_answered_before(make_server, make_client):
+    # Both responses arrive in one read. The reader answers the request() caller
+    # first (its wake-up is kept until the reader parks on the socket), then runs
+    # a dispatch handler that blocks until that caller has run: the wake-up must
+    # reach the caller through the hub, or both wait for each other.
+    def handler(conn):
+        reqs = []
+        with gevent.Timeout(3, False):
+            while len(reqs) < 2:
+                reqs.append(conn.read_request())
+        assert len(reqs) == 2, "the client did not pipeline"
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirstHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin, pipelining=2)
+    caller_ran = gevent.event.Event()
+    done = gevent.event.AsyncResult()
+
+    class Blocking:
+        def on_response_start(self, controller, status, headers, message):
+            done.set(caller_ran.wait(3))  # blocks the reader greenlet
+
+        def on_response_data(self, controller, chunk):
+            pass
+
+        def on_response_end(self, controller, trailers):
+            pass
+
+        def on_response_error(self, controller, err):
+            done.set_exception(err)
+
+    def first():
+        text = client.request(path="/1", blocking=False).body.text()
+        caller_ran.set()
+        return text
+
+    g = gevent.spawn(first)
+    gevent.sleep(0)
+    client.dispatch({"path": "/2", "method": "GET", "blocking": False}, Blocking())
+    assert g.get(timeout=5) == "first"
+    assert done.get(timeout=5) is True, "the reader blocked before the caller it answered could run"
+    assert server.errors == []
+
+
 def test_blocking_requests_pipeline_after_the_response_head(make_server, make_client):
     seen_before_body = []
 

@@ -91,61 +91,44 @@ class Controller:
     """What a handler gets to steer its request: ``abort``, ``pause``, ``resume``.
 
     Greenlet-safe in the sense that any greenlet may call it; the effects are
-    applied by the connection's reader greenlet.
+    applied by the connection's reader greenlet. Every :class:`Request` is its
+    own controller (no second object per request): handlers see only this part.
     """
 
-    __slots__ = ("_request",)
+    aborted: bool  # True once the request was aborted
+    paused: bool  # True while the handler asked to stop reading
+    reason: BaseException | None  # why the request was aborted, or None
+    raw_head: bytes | None
+    raw_trailers: list[bytes] | None  # the response trailers as a flat [name, value, ...] list
+    read_all: bool
 
-    def __init__(self, request: Request) -> None:
-        self._request = request
-
-    def abort(self, reason: BaseException | None = None) -> None:
+    def abort(self, reason: BaseException | None = None) -> None:  # pragma: no cover - Request's
         """Abort the request; its handler gets ``on_response_error(reason)``."""
-        self._request.abort(reason)
+        raise NotImplementedError
 
     def pause(self) -> None:
         """Stop reading the response until :meth:`resume` (back-pressure)."""
-        self._request.paused = True
+        self.paused = True
 
-    def resume(self) -> None:
+    def resume(self) -> None:  # pragma: no cover - Request's
         """Resume reading after :meth:`pause`."""
-        self._request.resume()
+        raise NotImplementedError
 
     def wants_whole_body(self) -> None:
         """Hint that the consumer reads the whole body at once (``body.bytes()``).
 
         The transport may then read a body of known length straight into one buffer.
         """
-        self._request.read_all = True
-
-    @property
-    def aborted(self) -> bool:
-        """True once the request was aborted."""
-        return self._request.aborted
-
-    @property
-    def paused(self) -> bool:
-        """True while the handler asked to stop reading."""
-        return self._request.paused
-
-    @property
-    def reason(self) -> BaseException | None:
-        """Why the request was aborted, or None."""
-        return self._request.reason
+        self.read_all = True
 
     @property
     def raw_headers(self) -> list[bytes] | None:
         """The response head as a flat ``[name, value, ...]`` list of bytes, in wire order."""
-        raw = self._request.raw_head
+        raw = self.raw_head
         return raw_header_list(raw) if raw is not None else None
 
-    @property
-    def raw_trailers(self) -> list[bytes] | None:
-        """The response trailers as a flat ``[name, value, ...]`` list of bytes, if any."""
-        return self._request.raw_trailers
 
-
-class Request:
+class Request(Controller):
     """A validated request plus its guarded handler. Owned by one dispatcher.
 
     Attributes default at class level, so a plain GET sets only what it has.
@@ -165,7 +148,7 @@ class Request:
     expect_continue = False
     servername: str | None = None
     type_of_service: int | None = None
-    controller: Controller | None = None
+    controller: Controller | None = None  # itself, once started (None: never started)
     state = _CREATED
     aborted = False
     paused = False
@@ -370,11 +353,11 @@ class Request:
             return False
         self.state = _STARTED
         self.paused = False
-        controller = self.controller = Controller(self)
+        self.controller = self
         fn = getattr(self.handler, "on_request_start", None)
         if fn is not None:
             try:
-                fn(controller, context)
+                fn(self, context)
             except Exception as exc:
                 self.abort(exc)
         return self.state != _DONE and not self.aborted

@@ -20,7 +20,7 @@ from .._core.options import ClientOptions, validate_client_options
 from .._core.request import EXPECTS_PAYLOAD, Request
 from .._core.url import Origin, parse_origin
 from .._net.connector import build_connector
-from .._runtime import GreenletExit, Parker, getcurrent, spawn
+from .._runtime import GreenletExit, Parker, getcurrent, spawn, spawn_reader
 from ..errors import (
     ClientClosedError,
     ClientDestroyedError,
@@ -303,7 +303,7 @@ class Client(Dispatcher):
     # -- connections -------------------------------------------------------------------
     def _start_connect(self) -> None:
         self._connecting = True
-        spawn(self._run_connection)
+        spawn_reader(self._run_connection)
 
     def _connect_options(self) -> dict[str, Any]:
         o = self._origin

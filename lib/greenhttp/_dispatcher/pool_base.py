@@ -223,7 +223,10 @@ class PoolBase(Dispatcher):
         return True
 
     def _after_feed(self, targets: list[Any] | None, free: bool) -> None:
-        """The queue may have emptied: wake ``close()``, and emit ``drain`` if a member is free."""
+        """The queue may have emptied: wake ``close()``, and emit ``drain`` if a member is free.
+
+        ``targets`` are the members the drain is about (the event lists the pool first).
+        """
         if self._queue:
             return
         if self._queue_waiters:
@@ -232,7 +235,8 @@ class PoolBase(Dispatcher):
                 p.set(None)
         if free and self._need_drain:
             self._need_drain = False
-            self.emit("drain", self._origin_str, targets if targets is not None else [self])
+            if self._listeners.get("drain"):  # often nobody listens: skip building the event
+                self.emit("drain", self._origin_str, [self, *targets] if targets else [self])
 
     def _fail_quietly(self, handler: Any, err: BaseException) -> None:
         """Fail a queued request from a listener or ``destroy``: nothing may raise here."""
@@ -298,7 +302,7 @@ class PoolBase(Dispatcher):
             member.free = True
             self._free.append(member)
         if (self._need_drain or self._queue_waiters) and not self._queue:
-            self._after_feed([self, *(targets or [member.client])], free)
+            self._after_feed(targets or [member.client], free)
 
     def _expired(self, member: Member) -> bool:
         return False

@@ -73,9 +73,18 @@ class Transport:
 
     # -- reading (the reader greenlet only) ----------------------------------
     def wait_readable(self) -> None:
-        """Block the calling greenlet until the socket is readable (fast path only)."""
+        """Block the calling greenlet until the socket is readable (fast path only).
+
+        A connection's reader greenlet parks itself (it may first wake the
+        caller it has just answered; see ``_runtime.Reader``).
+        """
         watcher = self._rw
-        watcher.start(getcurrent().switch)
+        current = getcurrent()
+        park = getattr(current, "park", None)
+        if park is not None:
+            park(watcher)
+            return
+        watcher.start(current.switch)
         try:
             self._hub.switch()
         finally:
