@@ -34,6 +34,7 @@ __all__ = [
     "get_hub",
     "kill",
     "now",
+    "read_buffer",
     "round_queue",
     "sleep",
     "spawn",
@@ -65,6 +66,20 @@ def round_queue() -> list[Callable[[], None]]:
     if queue is None:
         queue = hub._greenhttp_round = []
     return queue
+
+
+def read_buffer() -> memoryview:
+    """The calling thread's 64 KiB receive buffer, shared by its connections' readers.
+
+    Only for reads that copy what they got out of it before anything can
+    switch greenlets (a plain non-blocking socket's ``recv_into`` right
+    after readiness): one buffer per thread then serves every connection.
+    """
+    hub = get_hub()
+    view: memoryview | None = getattr(hub, "_greenhttp_read_buffer", None)
+    if view is None:
+        view = hub._greenhttp_read_buffer = memoryview(bytearray(65536))
+    return view
 
 
 def at_round_end(queue: list[Callable[[], None]], fn: Callable[[], None]) -> None:

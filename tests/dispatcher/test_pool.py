@@ -143,6 +143,34 @@ def test_request_through_the_pool(make_server, make_pool):
     assert server.requests[0].header("x-a") == "1"
 
 
+def test_connections_sharing_one_receive_buffer_never_mix_their_bytes(make_server, make_pool):
+    # The readers of plain-socket connections share one receive buffer per thread.
+    # Bodies of many sizes, some arriving in pieces, each distinct per request.
+    def handler(conn):
+        while (req := conn.read_request()) is not None:
+            n = int(req.target.split("/")[2])
+            body = (req.target.encode() + b"|") * (n // (len(req.target) + 1) + 1)
+            head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body)
+            conn.send(head + body[: len(body) // 2])
+            gevent.sleep(0)  # the rest later: another reader reads in between
+            conn.send(body[len(body) // 2 :])
+
+    server = make_server(handler)
+    pool = make_pool(server.origin, connections=6)
+    sizes = [10, 100, 5000, 70_000, 200_000, 1]
+
+    def fetch(i: int) -> tuple[str, bytes]:
+        path = f"/{i}/{sizes[i % len(sizes)]}"
+        return path, pool.request(path=path).body.bytes()
+
+    jobs = [gevent.spawn(fetch, i) for i in range(60)]
+    for job in jobs:
+        path, got = job.get(timeout=10)
+        unit = path.encode() + b"|"
+        assert got == unit * (len(got) // len(unit)), f"bytes of another response in {path}"
+        assert len(got) >= int(path.split("/")[2])
+
+
 def test_two_thousand_greenlets_on_eight_connections(make_server, make_pool):
     gate = Gate(opened=True)
     server = make_server(gate)

@@ -33,6 +33,7 @@ from .._runtime import (
     call_soon,
     getcurrent,
     kill,
+    read_buffer,
     round_queue,
     spawn,
 )
@@ -100,7 +101,9 @@ class H1Connection:
         self._tos: int | None = None  # the IP type of service last set by a request
         self._armed_for: Request | None = None  # the request whose headers deadline is armed
         self._final_head_for: Request | None = None  # the request whose final head arrived
-        self._view = memoryview(bytearray(65536))  # the reader's receive buffer
+        # The reader's receive buffer. A plain socket's read is copied out before the
+        # reader can switch, so its connections share one buffer per thread.
+        self._view = read_buffer() if self.transport.fast else memoryview(bytearray(65536))
         self._writer: Any = None  # the greenlet writing a large or streamed body, if any
         self._phase = _IDLE
         self._deadline = Deadline(self._on_deadline)
