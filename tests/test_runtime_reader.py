@@ -80,7 +80,7 @@ def test_a_reader_that_ends_hands_the_wake_up_to_the_hub():
     assert waiting.join(5) is None and waiting.value == "last"
 
 
-def test_only_the_first_wake_up_is_kept_the_others_go_through_the_hub():
+def test_a_second_wake_up_sends_the_kept_one_through_the_hub_first():
     first, second = Parker(), Parker()
     order: list[str] = []
 
@@ -102,6 +102,29 @@ def test_only_the_first_wake_up_is_kept_the_others_go_through_the_hub():
     r.join(5)
     gevent.joinall(waiting, timeout=5)
     assert r.successful()
-    assert order == ["first", "second"]  # neither is lost; the kept one first
+    assert order == ["first", "second"]  # neither is lost, and their order is kept
     transport.close()
     peer.close()
+
+
+def test_wake_ups_of_a_reader_that_ends_run_in_the_order_they_were_made():
+    # The last response wakes its caller, then the end of the connection wakes
+    # close(): the caller must run first, as it would through the hub.
+    parkers = [Parker() for _ in range(3)]
+    order: list[int] = []
+
+    def wait(i: int) -> None:
+        parkers[i].get()
+        order.append(i)
+
+    waiting = [gevent.spawn(wait, i) for i in range(3)]
+    gevent.sleep(0)
+
+    def reader() -> None:
+        for p in parkers:
+            p.set(None)
+
+    r = spawn_reader(reader)
+    r.join(5)
+    gevent.joinall(waiting, timeout=5)
+    assert order == [0, 1, 2]

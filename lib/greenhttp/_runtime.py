@@ -158,11 +158,7 @@ class Parker:
         self._value = value
         waiter = self._waiter
         if waiter is not None:
-            reader = getcurrent()
-            if reader.__class__ is Reader and reader.wake is None:
-                reader.wake = waiter  # the reader switches to it as it parks
-            else:
-                get_hub().loop.run_callback(waiter.switch, None)
+            _wake(waiter)
 
     def set_exception(self, exc: BaseException) -> None:
         if self._state:
@@ -171,7 +167,7 @@ class Parker:
         self._exc = exc
         waiter = self._waiter
         if waiter is not None:
-            get_hub().loop.run_callback(waiter.switch, None)
+            _wake(waiter)
 
     def get(self, timeout: float | None = None) -> Any:
         if not self._state:
@@ -195,6 +191,27 @@ class Parker:
         return self._value
 
 
+_THROUGH_HUB: Any = object()  # Reader.wake: this read's wake-ups go through the hub, in order
+
+
+def _wake(waiter: Waiter) -> None:
+    """Resume the greenlet parked in ``waiter.get()``. Wake-ups keep the order they are made in.
+
+    On a :class:`Reader`, the first wake-up of a read is kept for the reader to
+    hand over as it parks; a second one sends the kept one to the hub first.
+    """
+    reader = getcurrent()
+    if reader.__class__ is Reader:
+        kept = reader.wake
+        if kept is None:
+            reader.wake = waiter
+            return
+        if kept is not _THROUGH_HUB:
+            reader.wake = _THROUGH_HUB
+            get_hub().loop.run_callback(kept.switch, None)
+    get_hub().loop.run_callback(waiter.switch, None)
+
+
 class Reader(gevent.Greenlet):  # type: ignore[misc]  # gevent has no type hints
     """The greenlet that owns a connection's read side, and wakes whom it answers itself.
 
@@ -205,15 +222,18 @@ class Reader(gevent.Greenlet):  # type: ignore[misc]  # gevent has no type hints
     the reader back. The hub would otherwise be switched to, run a callback
     and switch to the caller: one switch and one loop pass more per request.
 
-    A reader that blocks any other way (``switch_out``) or ends hands its kept
-    wake-up to the hub, so nobody waits on a reader that is itself waiting.
+    A second wake-up in the same read sends the kept one to the hub before
+    its own, and the rest of that read's go the same way: wake-ups run in the
+    order they were made. A reader that blocks any other way (``switch_out``)
+    or ends hands its kept wake-up to the hub, so nobody waits on a reader
+    that is itself waiting.
     """
 
     __slots__ = ("wake",)
 
     def __init__(self, fn: Callable[[], Any]) -> None:
         super().__init__(_reader_main, fn)
-        self.wake: Waiter | None = None
+        self.wake: Any = None  # a kept Waiter, None, or _THROUGH_HUB
 
     def park(self, watcher: Any) -> None:
         """Block until ``watcher`` fires; a kept wake-up runs first. Reader greenlet only."""
@@ -222,10 +242,11 @@ class Reader(gevent.Greenlet):  # type: ignore[misc]  # gevent has no type hints
             waiter = self.wake
             if waiter is not None:
                 self.wake = None
-                target = waiter.greenlet
-                if target is not None:  # still parked in waiter.get()
-                    target.switch(None)  # what the hub's waiter.switch(None) would do
-                    return
+                if waiter is not _THROUGH_HUB:
+                    target = waiter.greenlet
+                    if target is not None:  # still parked in waiter.get()
+                        target.switch(None)  # what the hub's waiter.switch(None) would do
+                        return
             self.parent.switch()
         finally:
             watcher.stop()
@@ -235,8 +256,8 @@ class Reader(gevent.Greenlet):  # type: ignore[misc]  # gevent has no type hints
         waiter = self.wake
         if waiter is not None:
             self.wake = None
-            get_hub().loop.run_callback(waiter.switch, None)
-
+            if waiter is not _THROUGH_HUB:
+                get_hub().loop.run_callback(waiter.switch, None)
 
 
 def _reader_main(fn: Callable[[], Any]) -> None:
