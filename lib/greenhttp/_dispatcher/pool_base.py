@@ -302,7 +302,10 @@ class PoolBase(Dispatcher):
             member.free = True
             self._free.append(member)
         if (self._need_drain or self._queue_waiters) and not self._queue:
-            self._after_feed(targets or [member.client], free)
+            if self._queue_waiters or self._listeners.get("drain"):
+                self._after_feed(targets or [member.client], free)
+            elif free:
+                self._need_drain = False  # the drain is owed to nobody: no event to build
 
     def _expired(self, member: Member) -> bool:
         return False
