@@ -734,3 +734,22 @@ def test_differential_against_h11(case):
     assert not isinstance(theirs, Exception), theirs  # the generator only makes valid responses
     assert ours == theirs
     assert ours_parse(data, method, bytewise=True) == ours
+
+
+def test_one_parser_reading_alternating_cached_heads_never_mixes_them_up(empty_head_cache):
+    # Each read holds exactly one response with a cached head; the parser compares
+    # a head with the last one it found before looking it up.
+    a = b"HTTP/1.1 200 OK\r\nX-Which: a\r\nContent-Length: 1\r\n\r\nA"
+    b = b"HTTP/1.1 404 Not Found\r\nX-Which: b\r\nContent-Length: 2\r\n\r\nBB"
+    parse(a), parse(b)  # both cached now
+    sink = Sink()
+    parser = ResponseParser(sink)
+    for data in (a, a, b, a, b, b):
+        parser.expect("GET")
+        parser.feed(data)
+    got = [(e[1], e[3]["x-which"]) for e in heads(sink.events)]
+    assert got == [(200, "a"), (200, "a"), (404, "b"), (200, "a"), (404, "b"), (404, "b")]
+    assert [e[1] for e in sink.events if e[0] == "body"] == [b"A", b"A", b"BB", b"A", b"BB", b"BB"]
+    parser.expect("HEAD")  # the last head, but for HEAD: no body is read after it
+    parser.feed(b[: b.index(b"\r\n\r\n") + 4])
+    assert sink.events[-2][0] == "head" and sink.events[-1] == ("end", None)

@@ -168,6 +168,8 @@ class ResponseParser:
         "bytes_read",
         "body_length",
         "_misses",
+        "_last_raw",
+        "_last_hit",
     )
 
     def __init__(self, sink: ParserSink, max_header_size: int = 16384) -> None:
@@ -186,6 +188,10 @@ class ResponseParser:
         self.bytes_read = 0
         self.body_length = -1
         self._misses = 0  # heads in a row not found in the head cache
+        # The last head found in the cache, and what it parsed to: a server repeats
+        # its head, and comparing bytes is cheaper than hashing them for the lookup.
+        self._last_raw = b""
+        self._last_hit: tuple[int, str, dict[str, Any], bool, int] | None = None
 
     # -- driver API -------------------------------------------------------
     def expect(self, method: str) -> None:
@@ -231,7 +237,7 @@ class ResponseParser:
             end = data.find(b"\r\n\r\n") + 4
             if 4 < end <= self.max_header_size:
                 raw = data[:end]
-                hit = _head_cache_get(raw)
+                hit = self._last_hit if raw == self._last_raw else _head_cache_get(raw)
                 if (
                     hit is not None
                     and hit[4] == len(data) - end
@@ -444,6 +450,8 @@ class ResponseParser:
 
     def _one_response(self, data: bytes, raw: bytes, hit: tuple[int, str, dict[str, Any], bool, int]) -> None:
         """A whole response with a cached head: what :meth:`feed` would do, in one step."""
+        self._last_raw = raw
+        self._last_hit = hit
         status, reason, headers, keep_alive, length = hit
         end = self.head_bytes = len(raw)
         self.body_length = length
