@@ -74,7 +74,6 @@ _BLOCK_CACHE_BYTES = 4096  # longer blocks are not kept
 _OUT_CACHE_SIZE = 512  # encoded request fields kept, per connection
 
 
-
 def _padded_end(payload: memoryview) -> int:
     """Where a padded frame's content ends (it starts at 1); h2's checks and errors."""
     size = len(payload)
@@ -84,6 +83,7 @@ def _padded_end(payload: memoryview) -> int:
     if pad and pad >= size:
         raise ProtocolError("Received frame with invalid padding.")
     return size - pad
+
 
 class _Fast:
     """A stream the session runs itself: its request went out whole (HEADERS with END_STREAM)."""

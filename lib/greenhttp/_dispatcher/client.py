@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import _debug
 from .._core.options import ClientOptions, validate_client_options
-from .._core.request import EXPECTS_PAYLOAD, Request
+from .._core.request import Request
 from .._core.url import Origin, parse_origin
 from .._net.connector import build_connector
 from .._runtime import GreenletExit, Parker, getcurrent, spawn, spawn_reader
@@ -66,7 +66,7 @@ class Client(Dispatcher):
         self._pipelining = opts.pipelining
         self._host_line = f"host: {self._origin.host}\r\n".encode("latin-1")
         self._request_lines: dict[tuple[str, str, str | None], bytes] = {}
-        self._plain_heads: dict[tuple[str, str, str | None], bytes] = {}  # whole heads, see _plain_head
+        self._plain_heads: dict[tuple[str, str, str | None], bytes] = {}  # whole heads, see _keep_plain_head
         self._connector = self._make_connector(opts)
         self._pending: deque[Request] = deque()
         self._conn: H1Connection | None = None
@@ -230,11 +230,9 @@ class Client(Dispatcher):
         )
         return _remember(self._request_lines, key, line)
 
-    def _plain_head(self, key: tuple[str, str, str | None]) -> bytes:
-        """The whole head of a request with no headers and no body, kept alive."""
-        line = self._request_lines.get(key) or self._request_line(key)
-        end = b"content-length: 0\r\n\r\n" if key[0] in EXPECTS_PAYLOAD else b"\r\n"
-        return _remember(self._plain_heads, key, line + b"connection: keep-alive\r\n" + end)
+    def _keep_plain_head(self, key: tuple[str, str, str | None], head: bytes) -> bytes:
+        """Keep the whole head of a request with no headers and no body, kept alive."""
+        return _remember(self._plain_heads, key, head)
 
     def _report_error(self, err: BaseException) -> None:
         if not self.emit("error", err):

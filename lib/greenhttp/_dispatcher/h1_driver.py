@@ -158,7 +158,7 @@ class H1Connection:
             head, stream = self._head(req, key)
         else:
             # A plain request (no headers, no body, keep-alive): its whole head is cached.
-            head = client._plain_heads.get(key) or client._plain_head(key)
+            head = client._plain_heads.get(key) or client._keep_plain_head(key, self._head(req, key)[0])
             stream = None
 
         running = self.running

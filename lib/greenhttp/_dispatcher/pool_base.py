@@ -235,8 +235,7 @@ class PoolBase(Dispatcher):
                 p.set(None)
         if free and self._need_drain:
             self._need_drain = False
-            if self._listeners.get("drain"):  # often nobody listens: skip building the event
-                self.emit("drain", self._origin_str, [self, *targets] if targets else [self])
+            self.emit("drain", self._origin_str, [self, *targets] if targets else [self])
 
     def _fail_quietly(self, handler: Any, err: BaseException) -> None:
         """Fail a queued request from a listener or ``destroy``: nothing may raise here."""
