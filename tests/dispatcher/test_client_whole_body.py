@@ -193,3 +193,80 @@ def test_a_big_body_over_tls_is_whole_and_intact(make_server, make_client):
     client = make_client(f"https://localhost:{server.port}", connect={"cadata": ca.cert_pem.bytes().decode()})
     assert client.request(path="/").body.bytes() == body
     assert b"".join(client.request(path="/").body) == body
+
+
+# -- the socket wakes the reader once per 256 KiB (SO_RCVLOWAT, Transport.hold_reads) --
+
+
+def test_a_body_trickling_in_slower_than_the_wake_up_size_is_not_a_timeout(make_server, make_client):
+    body = pattern(300 * KiB, seed=13)
+
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
+        for start in range(0, len(body), 10 * KiB):
+            conn.send(body[start : start + 10 * KiB])
+            gevent.sleep(0.015)  # the server's pace: each gap well inside body_timeout
+
+    server = make_server(handler)
+    # The whole body takes ~0.45 s, three body timeouts; no gap comes near one.
+    client = make_client(server.origin, body_timeout=0.15)
+    with gevent.Timeout(10):
+        assert client.request(path="/").body.bytes() == body
+
+
+def test_a_small_response_after_a_big_body_wakes_the_reader_at_once(make_server, make_client):
+    big = pattern(MiB, seed=17)
+    tail = 200 * KiB  # the last read of the body waits for 200 KiB at once
+    gate = gevent.event.Event()
+
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(big) + big[:-tail])
+        gate.wait(10)
+        conn.send(big[-tail:])
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin, headers_timeout=1, body_timeout=3)
+    reading = gevent.spawn(client.request(path="/big").body.bytes)
+    gevent.idle()  # the reader takes all but the tail, then waits for the tail
+    gate.set()
+    assert reading.get(timeout=10) == big
+    # A wake-up size left behind (200 KiB) would hold these few bytes until the headers timeout.
+    with gevent.Timeout(10):
+        assert client.request(path="/small").body.bytes() == b"ok"
+    assert server.accepted == 1
+
+
+def test_a_deadline_that_fires_as_it_is_re_armed_loses_no_byte_of_a_whole_body_read(make_server, make_client):
+    from greenhttp._dispatcher.h1_driver import _BODY, _TimeoutFired
+    from greenhttp._runtime import kill
+
+    body = pattern(2 * MiB, seed=19)
+    first = 300 * KiB
+    gate = gevent.event.Event()
+
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body[:first])
+        gate.wait(10)
+        conn.send(body[first:])
+
+    server = make_server(handler)
+    client = make_client(server.origin, body_timeout=3)
+    r = client.request(path="/")
+    reading = gevent.spawn(r.body.bytes)
+    try:
+        gevent.idle()  # the reader takes what was sent and parks inside the whole-body read
+        conn = client._conn
+        assert conn is not None and conn._phase == _BODY and conn.transport._lowat > 1
+        # The race, made certain: the deadline fired, the reader re-armed it, then the throw lands.
+        conn._deadline.set(5)
+        kill(conn.reader, _TimeoutFired(_BODY))
+        gevent.idle()
+    finally:
+        gate.set()
+    assert reading.get(timeout=10) == body

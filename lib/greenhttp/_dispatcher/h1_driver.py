@@ -54,6 +54,7 @@ __all__ = ["H1Connection"]
 _KEEP_ALIVE_HINT = re.compile(r"timeout=(\d+)")
 _BIG_READ = 1 << 22  # read a known-length body straight into one buffer up to 4 MiB
 _WHOLE_BODY_MIN = 1 << 16  # ... when more than 64 KiB of it is left
+_HOLD_READS = 1 << 18  # ... waking the reader once per 256 KiB of it, not once per TCP segment
 _INLINE_BODY = 1 << 16  # bodies up to 64 KiB go out with the head in one send
 _WRITE_PIECE = 1 << 18  # larger bodies go out in pieces, each restarting the write stall deadline
 
@@ -495,9 +496,7 @@ class H1Connection:
                     err = self._read_until_done()
                     break
                 except _TimeoutFired as fired:
-                    if fired.phase != self._phase or self._deadline.deadline is not None:
-                        # Re-armed between firing and delivery (a request was written
-                        # just as the idle timer fired): not a timeout any more.
+                    if self._stale(fired):
                         continue
                     if fired.phase == _HEADERS:
                         err = HeadersTimeoutError()
@@ -569,7 +568,10 @@ class H1Connection:
         The buffer becomes the body chunk as it is: a ``bytes`` built in place
         (``BytesIO.getvalue()`` hands its buffer over when nothing else holds
         it), so the consumer that asked for the whole body gets it without a
-        copy. On EOF, what arrived is fed to the parser and None returned.
+        copy. The socket wakes the reader once per ``_HOLD_READS`` bytes
+        (``Transport.hold_reads``), so a body timeout first reads what was
+        held back: it fires only when nothing arrived for a whole period. On
+        EOF, what arrived is fed to the parser and None returned.
         """
         out = io.BytesIO(bytes(size))  # the only reference to its buffer: written in place
         view = out.getbuffer()
@@ -577,16 +579,33 @@ class H1Connection:
         view[:got] = prefix
         transport = self.transport
         req = self.running[0]
-        while got < size:
-            self._arm(_BODY, req)
-            n = transport.recv_into(view[got:], True)
-            if n == 0:
-                if got:
-                    self.parser.feed(view[:got].tobytes())
-                return None
-            got += n
+        try:
+            while got < size:
+                self._arm(_BODY, req)
+                transport.hold_reads(min(size - got, _HOLD_READS))
+                try:
+                    n = transport.recv_into(view[got:], True)
+                except _TimeoutFired as fired:
+                    if self._stale(fired):
+                        continue  # handled here: leaving would lose the bytes in the buffer
+                    held = transport.try_recv_into(view[got:])
+                    if held is None:
+                        raise
+                    n = held
+                if n == 0:
+                    if got:
+                        self.parser.feed(view[:got].tobytes())
+                    return None
+                got += n
+        finally:
+            transport.hold_reads(1)
         view.release()  # (on an error the buffer is simply dropped)
         return out.getvalue()
+
+    def _stale(self, fired: _TimeoutFired) -> bool:
+        """The deadline was re-armed between firing and delivery (a request was
+        written, or bytes arrived, just as it fired): not a timeout any more."""
+        return fired.phase != self._phase or self._deadline.deadline is not None
 
     def _takes_whole_body(self, head: Request | None) -> bool:
         """The head of a big body was delivered and the parser stopped before its

@@ -13,6 +13,8 @@ driver keeps one writer at a time).
 
 from __future__ import annotations
 
+import socket as _socket_mod
+import sys
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gevent import get_hub, getcurrent
@@ -22,6 +24,11 @@ if TYPE_CHECKING:
     import _socket
 
 __all__ = ["Transport", "UpgradedSocket", "SocketLike"]
+
+# SO_RCVLOWAT holds back readability until that many bytes are queued. Linux
+# honours it in epoll and keeps it safe (a full receive window, FIN or an error
+# still wake the reader); elsewhere it is left alone.
+_CAN_HOLD_READS = sys.platform.startswith("linux") and hasattr(_socket_mod, "SO_RCVLOWAT")
 
 
 class SocketLike(Protocol):
@@ -52,13 +59,14 @@ class SocketLike(Protocol):
 class Transport:
     """The byte pipe of one connection. Not greenlet-safe by itself: one reader, one writer."""
 
-    __slots__ = ("sock", "_raw", "_hub", "_rw", "_ww", "fast", "closed")
+    __slots__ = ("sock", "_raw", "_hub", "_rw", "_ww", "fast", "closed", "_lowat")
     sock: SocketLike
     _raw: _socket.socket | None  # the plain socket under gevent's, on the fast path
 
     def __init__(self, sock: Any) -> None:
         self.sock = sock
         self.closed = False
+        self._lowat = 1
         self._hub = get_hub()
         self.fast = type(sock) is _gevent_socket
         if self.fast:
@@ -104,6 +112,41 @@ class Transport:
                 self.wait_readable()
             except InterruptedError:
                 continue
+
+    def try_recv_into(self, buf: Any) -> int | None:
+        """Read what is queued now, without waiting; None when nothing is (fast path only).
+
+        Not held back by :meth:`hold_reads`: any queued byte is returned. Other
+        sockets can't read without blocking, so they always answer None.
+        """
+        raw = self._raw
+        if raw is None:
+            return None
+        try:
+            return raw.recv_into(buf)
+        except (BlockingIOError, InterruptedError):
+            return None
+
+    def hold_reads(self, nbytes: int) -> None:
+        """Let the next waits for readability end only once ``nbytes`` are queued.
+
+        For a reader that needs a known amount (the rest of a body): one
+        wake-up for it instead of one per TCP segment, which saves CPU at both
+        ends. ``1`` restores the usual wake-up on any byte. The socket still
+        wakes its reader early when the receive window fills, or on EOF or an
+        error, so this never stalls a read; but bytes that arrive stay
+        invisible until then, so a caller timing out a read checks
+        :meth:`try_recv_into` before giving up. Plain sockets on Linux only
+        (SO_RCVLOWAT); a no-op elsewhere, or when the kernel refuses. Never
+        blocks.
+        """
+        if nbytes == self._lowat or self._raw is None or not _CAN_HOLD_READS:
+            return
+        try:
+            self._raw.setsockopt(_socket_mod.SOL_SOCKET, _socket_mod.SO_RCVLOWAT, nbytes)
+        except OSError:
+            return
+        self._lowat = nbytes
 
     def pending(self) -> int:
         """TLS: decrypted bytes buffered in the SSL object (0 for plain sockets)."""
