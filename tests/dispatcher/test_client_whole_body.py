@@ -270,3 +270,15 @@ def test_a_deadline_that_fires_as_it_is_re_armed_loses_no_byte_of_a_whole_body_r
     finally:
         gate.set()
     assert reading.get(timeout=10) == body
+
+
+def test_a_big_body_over_a_unix_socket_is_whole_and_intact(make_server, make_client, tmp_path):
+    # AF_UNIX readiness ignores the low-water mark: the reader wakes per piece, as before.
+    body = pattern(MiB + 9, seed=23)
+    path = str(tmp_path / "s.sock")
+    server = make_server(big_response_server(body, piece=16 * KiB), unix_path=path)
+    client = make_client("http://localhost", socket_path=path)
+    with gevent.Timeout(10):
+        assert client.request(path="/").body.bytes() == body
+        assert client.request(path="/").body.bytes() == body
+    assert server.accepted == 1
