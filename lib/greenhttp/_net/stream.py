@@ -134,11 +134,12 @@ class Transport:
         wake-up for it instead of one per TCP segment, which saves CPU at both
         ends. ``1`` restores the usual wake-up on any byte. The socket still
         wakes its reader early when the receive window fills, or on EOF or an
-        error, so this never stalls a read; but bytes that arrive stay
-        invisible until then, so a caller timing out a read checks
-        :meth:`try_recv_into` before giving up. Plain sockets on Linux only
-        (SO_RCVLOWAT); a no-op elsewhere, or when the kernel refuses. Never
-        blocks.
+        error. The caller keeps ``nbytes`` at most what is still to come
+        (lowering it as bytes arrive), or the last bytes wait for a timeout;
+        and bytes that arrive stay invisible until the mark is reached, so a
+        caller timing out a read checks :meth:`try_recv_into` before giving
+        up. Plain sockets on Linux only (SO_RCVLOWAT); a no-op elsewhere, or
+        when the kernel refuses. Never blocks.
         """
         if nbytes == self._lowat or self._raw is None or not _CAN_HOLD_READS:
             return
