@@ -31,22 +31,23 @@ class BodyReadable:
     greenlet while one greenlet reads is the supported concurrency.
     """
 
-    # State that starts the same for every body lives on the class (cheap construction).
-    _size = 0
-    _ended = False
-    _error: BaseException | None = None
-    _parker: Parker | None = None
-    _used = False
-    _closed = False
-    _read_all = False
-    _limit = -1  # dump(): discard, and abort past this many bytes
-    _dumped = 0
+    _dumped = 0  # dump(): bytes discarded so far
 
     def __init__(self, controller: Any = None, headers: Any = None, high_water_mark: int = 65536) -> None:
         self._chunks: deque[bytes] = deque()
         self._controller = controller
         self._hwm = high_water_mark
         self._headers = headers  # the response headers (a dict, or the raw list)
+        # Read for every body, so set on the instance: a default left on the
+        # class is found by a slower generic lookup at every read (CPython 3.11).
+        self._size = 0
+        self._ended = False
+        self._error: BaseException | None = None
+        self._parker: Parker | None = None
+        self._used = False
+        self._closed = False
+        self._read_all = False
+        self._limit = -1  # dump(): discard, and abort past this many bytes
 
     @property
     def content_length(self) -> int | None:

@@ -49,6 +49,7 @@ _REFUSED_HEADERS = frozenset({"transfer-encoding", "keep-alive", "upgrade"})
 
 # Guard states.
 _CREATED, _STARTED, _HEADERS, _DONE = 0, 1, 2, 3
+_NO_HEADERS: list[tuple[str, str]] = []  # shared, never mutated: options replace the list
 RESPONSE_STARTED = _HEADERS
 
 
@@ -131,39 +132,42 @@ class Controller:
 class Request(Controller):
     """A validated request plus its guarded handler. Owned by one dispatcher.
 
-    Attributes default at class level, so a plain GET sets only what it has.
+    What every request has is set by ``__init__``; rarely given options
+    default at class level, so a request sets only what it has of those.
     """
 
-    # Defaults (class attributes: a request with few options stays cheap).
-    origin: Any = None
-    headers: list[tuple[str, str]] = []
-    host: str | None = None
+    # Set by __init__ on every request (it says why they are not class defaults).
+    state: int
+    aborted: bool
+    paused: bool
+    # True when a body, upgrade, reset, expect_continue, type_of_service or a
+    # "connection: close" header was given: the connection then applies its
+    # rarer rules (reset, body framing, expect-continue, TOS).
+    special: bool
+    read_all: bool  # the consumer will take the whole body: no point in small reads
+    length_mismatch: bool
+    origin: Any
+    headers: list[tuple[str, str]]
+    host: str | None
+    body: bytes | StreamBody | None
+    headers_timeout: float | None
+    controller: Controller | None  # itself, once started (None: never started)
+    error_hook: Callable[[BaseException], None] | None
+    abort_hook: Callable[[Request, BaseException], None] | None
+    resume_hook: Callable[[Request], None] | None
+    raw_head: bytes | None
+    # Rarely given: class-level defaults.
     content_length: int | None = None
     content_type: str | None = None
-    body: bytes | StreamBody | None = None
     upgrade: str | None = None
     reset: bool | None = None
-    headers_timeout: float | None = None
     body_timeout: float | None = None
     expect_continue = False
     servername: str | None = None
     type_of_service: int | None = None
-    controller: Controller | None = None  # itself, once started (None: never started)
-    state = _CREATED
-    aborted = False
-    paused = False
-    read_all = False  # the consumer will take the whole body: no point in small reads
     reason: BaseException | None = None
-    raw_head: bytes | None = None
     raw_trailers: list[bytes] | None = None
-    abort_hook: Callable[[Request, BaseException], None] | None = None
-    resume_hook: Callable[[Request], None] | None = None
-    error_hook: Callable[[BaseException], None] | None = None
     _blob_type: str | None = None  # the media type a Blob body brings
-    # True when a body, upgrade, reset, expect_continue, type_of_service or a
-    # "connection: close" header was given: the connection then applies its
-    # rarer rules (reset, body framing, expect-continue, TOS).
-    special = False
     _reset_given = False  # reset= was passed explicitly
 
     def __init__(self, opts: dict[str, Any], handler: Any) -> None:
@@ -183,6 +187,28 @@ class Request(Controller):
         self.handler = handler
         on_data = getattr(handler, "on_response_data", None)
         self._on_response_data = on_data if on_data is not None else _noop
+        # Every attribute a request reads or gets on the common paths starts on
+        # the instance, in this order. CPython 3.11 keeps instance attributes in
+        # a compact array only for names its first instances set; a name first
+        # set later (a default read from the class, then given per request)
+        # turns each such instance into a real dict, and a default left on the
+        # class costs a slow generic lookup at every read.
+        self.state = _CREATED
+        self.aborted = False
+        self.paused = False
+        self.special = False
+        self.read_all = False
+        self.length_mismatch = False
+        self.origin = None
+        self.headers = _NO_HEADERS
+        self.host = None
+        self.body = None
+        self.headers_timeout = None
+        self.controller = None
+        self.error_hook = None
+        self.abort_hook = None
+        self.resume_hook = None
+        self.raw_head = None
         idempotent = blocking = None
         if len(opts) > 2:
             for key, value in opts.items():
@@ -323,8 +349,6 @@ class Request(Controller):
                     self.content_type = value
                 out.append((name, value))
         return out, close_requested
-
-    length_mismatch = False
 
     def _check_length(self) -> None:
         """Note a declared content-length that differs from a body of known length.
