@@ -470,3 +470,74 @@ def test_a_path_checked_once_does_not_let_a_bad_one_through(make_server, make_cl
             client.request(path=bad)
     assert client.request(path="/ok").body.bytes() == b"ok"
     assert len(server.requests) == 3
+
+
+# -- header sets met again: validated and encoded once (request._HEADER_SETS) --
+
+
+def test_a_header_set_sent_again_is_written_the_same(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    headers = {"X-Trace": "1", "Accept": "*/*"}
+    for _ in range(3):
+        assert client.request(path="/", headers=headers).body.bytes() == b"ok"
+    first = server.requests[0].raw
+    assert first.endswith(b"connection: keep-alive\r\nX-Trace: 1\r\nAccept: */*\r\n\r\n")
+    assert [r.raw for r in server.requests] == [first] * 3
+    # The same dict changed between requests: what it holds now is sent.
+    headers["X-Trace"] = "2"
+    client.request(path="/", headers=headers).body.dump()
+    assert server.requests[3].header("x-trace") == "2"
+    assert server.accepted == 1
+
+
+def test_values_that_compare_equal_are_not_mixed_up(make_server, make_client):
+    # As cache keys, 1, 1.0 and True are equal; on the wire they differ.
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    for value in ("1", 1, 1.0, True, "1"):
+        client.request(path="/", headers={"X-N": value}).body.dump()
+    assert [r.header("x-n") for r in server.requests] == ["1", "1", "1.0", "True", "1"]
+
+
+def test_a_header_set_with_a_list_value_is_written_every_time(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    for _ in range(2):
+        client.request(path="/", headers={"X-B": ["2", "3"]}).body.dump()
+    assert [r.header_list("x-b") for r in server.requests] == [["2", "3"], ["2", "3"]]
+
+
+def test_special_headers_of_a_known_set_apply_every_time(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    for _ in range(2):
+        client.request(path="/", headers={"Connection": "close", "Host": "example.com"}).body.dump()
+    assert server.accepted == 2  # each asked to close its connection
+    assert [r.header_list("host") for r in server.requests] == [["example.com"], ["example.com"]]
+    for _ in range(2):
+        r = client.request(path="/", method="POST", body=b"abc", headers={"Content-Length": "3"})
+        r.body.dump()
+    assert [r.header_list("content-length") for r in server.requests[2:]] == [["3"], ["3"]]
+
+
+def test_an_invalid_header_set_is_refused_every_time(make_server, make_client):
+    server = make_server(serve_forever())
+    client = make_client(server.origin)
+    for _ in range(2):
+        with pytest.raises(errors.InvalidArgumentError):
+            client.request(path="/", headers={"X-A": "bad\r\nInjected: 1"})
+        with pytest.raises(errors.InvalidArgumentError):
+            client.request(path="/", headers={"Host": "a", "host": "b"})
+    assert server.accepted == 0
+
+
+def test_the_header_set_cache_stays_small(make_server, make_client):
+    from greenhttp._core import request as request_module
+
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    for i in range(300):
+        client.request(path="/", headers={"X-I": str(i)}).body.dump()
+    assert len(request_module._HEADER_SETS) <= 256
+    assert [r.header("x-i") for r in server.requests] == [str(i) for i in range(300)]

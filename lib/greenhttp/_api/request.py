@@ -182,11 +182,15 @@ class RequestHandler(Parker):
             self.set_exception(err)
 
 
+# The options request() takes for itself (the rest go to dispatch()).
+_HANDLER_OPTIONS = frozenset(["opaque", "signal", "on_info", "response_headers", "high_water_mark"])
+
+
 def request(dispatcher: Any, options: dict[str, Any]) -> ResponseData:
     """Dispatch ``options`` through ``dispatcher`` and block until the response head."""
     if options.get("method") == "CONNECT":
         raise InvalidArgumentError("invalid method: use connect() for CONNECT")
-    if len(options) > 2:
+    if len(options) > 2 and not _HANDLER_OPTIONS.isdisjoint(options):
         opaque = options.pop("opaque", None)
         signal = options.pop("signal", None)
         on_info = options.pop("on_info", None)

@@ -209,23 +209,16 @@ class Request(Controller):
         self.abort_hook = None
         self.resume_hook = None
         self.raw_head = None
-        idempotent = blocking = None
+        self.idempotent = method in IDEMPOTENT_METHODS
+        self.blocking = method != "HEAD"
         if len(opts) > 2:
             for key, value in opts.items():
-                if value is None:
-                    continue
-                if key == "idempotent":
-                    if not isinstance(value, bool):
-                        raise InvalidArgumentError(f"invalid idempotent: {value!r}")
-                    idempotent = value
-                elif key == "blocking":
-                    if not isinstance(value, bool):
-                        raise InvalidArgumentError(f"invalid blocking: {value!r}")
-                    blocking = value
-                elif key in _OPTION_SETTERS:
-                    _OPTION_SETTERS[key](self, value)
-                elif key == "dispatcher":
-                    raise InvalidArgumentError("dispatcher is not supported by instance methods")
+                if value is not None:
+                    setter = _OPTION_SETTERS.get(key)
+                    if setter is not None:
+                        setter(self, value)
+                    elif key == "dispatcher":
+                        raise InvalidArgumentError("dispatcher is not supported by instance methods")
             if self.content_length is not None:
                 self._check_length()
             blob_type = self._blob_type
@@ -233,8 +226,6 @@ class Request(Controller):
                 # A Blob body brings its media type unless the caller set one (REFERENCE §3.4).
                 self.headers = [*self.headers, ("content-type", blob_type)]
                 self.content_type = blob_type
-        self.idempotent = idempotent if idempotent is not None else method in IDEMPOTENT_METHODS
-        self.blocking = blocking if blocking is not None else method != "HEAD"
 
     @staticmethod
     def _check_method(method: Any) -> str:
@@ -246,6 +237,16 @@ class Request(Controller):
         return name
 
     # -- the less common options, each with its own check ----------------------------
+    def _set_idempotent(self, value: Any) -> None:
+        if not isinstance(value, bool):
+            raise InvalidArgumentError(f"invalid idempotent: {value!r}")
+        self.idempotent = value
+
+    def _set_blocking(self, value: Any) -> None:
+        if not isinstance(value, bool):
+            raise InvalidArgumentError(f"invalid blocking: {value!r}")
+        self.blocking = value
+
     def _set_origin(self, value: Any) -> None:
         self.origin = value
 
@@ -308,7 +309,14 @@ class Request(Controller):
     def _set_headers(self, raw: Any) -> None:
         if not raw:
             return
-        self.headers, close_requested = self._special_headers(header_pairs(raw))
+        headers, close_requested, host, length, content_type = _header_set(raw)
+        self.headers = headers
+        if host is not None:
+            self.host = host
+        if length is not None:
+            self.content_length = length
+        if content_type is not None:
+            self.content_type = content_type
         # A "connection: close" header asks for the socket to close after this response.
         if close_requested and not self._reset_given:
             self.reset = True
@@ -319,36 +327,6 @@ class Request(Controller):
         self.body = normalize_body(value)
         if isinstance(value, Blob) and value.type:
             self._blob_type = value.type
-
-    def _special_headers(self, pairs: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], bool]:
-        out = []
-        close_requested = False
-        for name, value in pairs:
-            key = name.lower()
-            if key == "host":
-                if self.host is not None:
-                    raise InvalidArgumentError("duplicate host header")
-                self.host = value
-            elif key == "content-length":
-                if self.content_length is not None:
-                    raise InvalidArgumentError("duplicate content-length header")
-                if not value.isdigit() or not value.isascii():
-                    raise InvalidArgumentError(f"invalid content-length header: {value!r}")
-                self.content_length = int(value)
-            elif key == "connection":
-                tokens = [t.strip().lower() for t in value.split(",")]
-                if not all(TOKEN_RE.match(t) for t in tokens):
-                    raise InvalidArgumentError(f"invalid connection header: {value!r}")
-                close_requested = close_requested or "close" in tokens
-            elif key in _REFUSED_HEADERS:
-                raise InvalidArgumentError(f"invalid {key} header: {value!r}")
-            elif key == "expect":
-                raise NotSupportedError("expect header not supported, use expect_continue=True")
-            else:
-                if key == "content-type" and self.content_type is None:
-                    self.content_type = value
-                out.append((name, value))
-        return out, close_requested
 
     def _check_length(self) -> None:
         """Note a declared content-length that differs from a body of known length.
@@ -500,9 +478,92 @@ class Request(Controller):
             hook(self)
 
 
+class HeaderList(list[tuple[str, str]]):
+    """A request's validated ``(name, value)`` pairs, with their HTTP/1.1 encoding.
+
+    ``block`` is the pairs as header lines (``name: value\\r\\n`` each), so a
+    header set met again is written without encoding it again.
+    """
+
+    __slots__ = ("block",)
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        super().__init__(pairs)
+        self.block = "".join([f"{name}: {value}\r\n" for name, value in pairs]).encode("latin-1")
+
+
+# What a header set makes of a request: its pairs (the special ones taken out),
+# whether it asks to close the connection, and its host, content-length and
+# content-type values.
+_HeaderSet = tuple[HeaderList, bool, str | None, int | None, str | None]
+
+# Validated header sets by their exact pairs: a program sends the same few
+# header dicts again and again. Only sets of plain str names and values are
+# kept (as keys, 1, 1.0 and True would look alike); at most 256, started over
+# when full.
+_HEADER_SETS: dict[tuple[tuple[Any, Any], ...], _HeaderSet] = {}
+
+
+def _header_set(raw: Any) -> _HeaderSet:
+    """Validate request headers (any shape API.md allows); raises InvalidArgumentError."""
+    key: tuple[tuple[Any, Any], ...] | None = None
+    if type(raw) is dict:
+        key = tuple(raw.items())
+        try:
+            found = _HEADER_SETS.get(key)
+        except TypeError:  # a list of values: unhashable, not kept
+            key = None
+        else:
+            if found is not None:
+                return found
+    found = _header_rules(header_pairs(raw))
+    if key is not None and all(type(name) is str and type(value) is str for name, value in key):
+        if len(_HEADER_SETS) >= 256:
+            _HEADER_SETS.clear()
+        _HEADER_SETS[key] = found
+    return found
+
+
+def _header_rules(pairs: list[tuple[str, str]]) -> _HeaderSet:
+    """Take out and check the headers with request-level meaning (REFERENCE §3.4)."""
+    out = []
+    close_requested = False
+    host: str | None = None
+    length: int | None = None
+    content_type: str | None = None
+    for name, value in pairs:
+        key = name.lower()
+        if key == "host":
+            if host is not None:
+                raise InvalidArgumentError("duplicate host header")
+            host = value
+        elif key == "content-length":
+            if length is not None:
+                raise InvalidArgumentError("duplicate content-length header")
+            if not value.isdigit() or not value.isascii():
+                raise InvalidArgumentError(f"invalid content-length header: {value!r}")
+            length = int(value)
+        elif key == "connection":
+            tokens = [t.strip().lower() for t in value.split(",")]
+            if not all(TOKEN_RE.match(t) for t in tokens):
+                raise InvalidArgumentError(f"invalid connection header: {value!r}")
+            close_requested = close_requested or "close" in tokens
+        elif key in _REFUSED_HEADERS:
+            raise InvalidArgumentError(f"invalid {key} header: {value!r}")
+        elif key == "expect":
+            raise NotSupportedError("expect header not supported, use expect_continue=True")
+        else:
+            if key == "content-type" and content_type is None:
+                content_type = value
+            out.append((name, value))
+    return HeaderList(out), close_requested, host, length, content_type
+
+
 # Option name -> setter. "reset" comes before "headers" in effect: _set_headers
 # looks at whether reset was given explicitly.
 _OPTION_SETTERS: dict[str, Callable[[Request, Any], None]] = {
+    "idempotent": Request._set_idempotent,
+    "blocking": Request._set_blocking,
     "origin": Request._set_origin,
     "query": Request._set_query,
     "throw_on_error": Request._set_throw_on_error,

@@ -40,7 +40,7 @@ def _report_unhandled(err: BaseException) -> None:
     _debug.core.error("greenhttp: unhandled handler error: %r", err)
 
 
-def _remember(cache: dict[tuple[str, str, str | None], bytes], key: tuple[str, str, str | None], head: bytes) -> bytes:
+def _remember(cache: dict[Any, bytes], key: tuple[Any, ...], head: bytes) -> bytes:
     """Keep ``head`` in ``cache``; many distinct paths empty it: small, not exhaustive."""
     if len(cache) >= 256:
         cache.clear()
@@ -66,7 +66,7 @@ class Client(Dispatcher):
         self._pipelining = opts.pipelining
         self._host_line = f"host: {self._origin.host}\r\n".encode("latin-1")
         self._request_lines: dict[tuple[str, str, str | None], bytes] = {}
-        self._plain_heads: dict[tuple[str, str, str | None], bytes] = {}  # whole heads, see _keep_plain_head
+        self._plain_heads: dict[tuple[Any, ...], bytes] = {}  # whole heads, see _keep_plain_head
         self._connector = self._make_connector(opts)
         self._pending: deque[Request] = deque()
         self._conn: H1Connection | None = None
@@ -230,8 +230,9 @@ class Client(Dispatcher):
         )
         return _remember(self._request_lines, key, line)
 
-    def _keep_plain_head(self, key: tuple[str, str, str | None], head: bytes) -> bytes:
-        """Keep the whole head of a request with no headers and no body, kept alive."""
+    def _keep_plain_head(self, key: tuple[Any, ...], head: bytes) -> bytes:
+        """Keep the whole head of a request with no body, kept alive, and no headers
+        or a known header set (``key`` then ends with its encoded block)."""
         return _remember(self._plain_heads, key, head)
 
     def _report_error(self, err: BaseException) -> None:

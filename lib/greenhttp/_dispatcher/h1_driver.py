@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _debug
 from .._core.body import StreamBody, to_bytes_chunk
 from .._core.h1 import ResponseParser
-from .._core.request import EXPECTS_PAYLOAD, Request
+from .._core.request import EXPECTS_PAYLOAD, HeaderList, Request
 from .._net.connector import socket_info
 from .._net.stream import Transport, UpgradedSocket
 from .._runtime import (
@@ -155,12 +155,20 @@ class H1Connection:
             self.reset = True
 
         key = (method, req.path, req.host)
-        if special or req.headers or self.reset or not client._pipelining:
+        headers = req.headers
+        if special or self.reset or not client._pipelining:
             head, stream = self._head(req, key)
-        else:
+        elif not headers:
             # A plain request (no headers, no body, keep-alive): its whole head is cached.
             head = client._plain_heads.get(key) or client._keep_plain_head(key, self._head(req, key)[0])
             stream = None
+        elif type(headers) is HeaderList:
+            # ... and so is one with a header set met before (the same encoded block).
+            hkey = (method, req.path, req.host, headers.block)
+            head = client._plain_heads.get(hkey) or client._keep_plain_head(hkey, self._head(req, key)[0])
+            stream = None
+        else:
+            head, stream = self._head(req, key)
 
         running = self.running
         if not running:
@@ -199,8 +207,12 @@ class H1Connection:
         else:
             head += b"connection: close\r\n"
             self.reset = True  # we asked the server to close: never reuse this socket
-        if req.headers:
-            head += "".join([f"{k}: {v}\r\n" for k, v in req.headers]).encode("latin-1")
+        headers = req.headers
+        if headers:
+            if type(headers) is HeaderList:
+                head += headers.block
+            else:
+                head += "".join([f"{k}: {v}\r\n" for k, v in headers]).encode("latin-1")
         body = req.body
         stream = None
         if body is None:
