@@ -73,6 +73,29 @@ def _split(url: Any, options: dict[str, Any], *, keep_path: bool = False) -> tup
     dispatcher = options.pop("dispatcher", None)
     if dispatcher is None:
         dispatcher = get_global_dispatcher()
+    found = _SPLIT_URLS.get(url) if type(url) is str else None
+    if found is None:
+        found = _split_url(url)
+    origin, url_path = found
+    path = options.pop("path", None)
+    if path is not None:
+        if not isinstance(path, str):
+            raise InvalidArgumentError(f"path must be a string, got {path!r}")
+        if not keep_path and not path.startswith("/"):
+            path = "/" + path
+    else:
+        path = url_path
+    return dispatcher, origin, path
+
+
+# URLs already split into (origin, request target): a program asks for the same
+# few URLs again and again. Only valid str URLs are kept, at most 256 (started
+# over when full).
+_SPLIT_URLS: dict[str, tuple[str, str]] = {}
+
+
+def _split_url(url: Any) -> tuple[str, str]:
+    """Check ``url`` and split it into its origin and its request target."""
     if not isinstance(url, str):
         if url is None or not hasattr(url, "geturl"):
             raise InvalidArgumentError(f"url must be a string or URL, got {url!r}")
@@ -86,17 +109,14 @@ def _split(url: Any, options: dict[str, Any], *, keep_path: bool = False) -> tup
             f"invalid url: {url!r} (credentials in the URL are not sent; use an authorization header)"
         )
     origin = parse_origin(f"{parts.scheme}://{parts.netloc}").origin
-    path = options.pop("path", None)
-    if path is not None:
-        if not isinstance(path, str):
-            raise InvalidArgumentError(f"path must be a string, got {path!r}")
-        if not keep_path and not path.startswith("/"):
-            path = "/" + path
-    else:
-        path = parts.path or "/"
-        if parts.query:
-            path += "?" + parts.query
-    return dispatcher, origin, path
+    path = parts.path or "/"
+    if parts.query:
+        path += "?" + parts.query
+    if type(url) is str:
+        if len(_SPLIT_URLS) >= 256:
+            _SPLIT_URLS.clear()
+        _SPLIT_URLS[url] = (origin, path)
+    return origin, path
 
 
 def _method(options: dict[str, Any]) -> str:

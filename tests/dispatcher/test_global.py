@@ -205,3 +205,34 @@ def test_connect_sends_the_target_as_given(make_server):
         assert data.socket.recv(64) == b"CONNECT example.com:443"
     finally:
         data.socket.close()
+
+
+# -- URLs met again: split once (_global._SPLIT_URLS) ----------------------------------
+
+
+def test_a_url_requested_again_goes_to_the_same_target(make_server):
+    server = make_server(echo_target)
+    url = server.origin + "/a/b?c=d"
+    for _ in range(3):
+        assert greenhttp.request(url).body.text() == "GET /a/b?c=d"
+    # A path option still replaces the URL's path and query.
+    assert greenhttp.request(url, path="x?y=1").body.text() == "GET /x?y=1"
+    assert greenhttp.request(server.origin).body.text() == "GET /"
+    assert server.accepted == 1
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://user:pw@127.0.0.1:1/", "ftp://127.0.0.1/", "http://[::1/", "http:///nohost"],
+)
+def test_a_bad_url_is_refused_every_time(url):
+    for _ in range(2):
+        with pytest.raises(errors.InvalidArgumentError):
+            greenhttp.request(url)
+
+
+def test_the_url_cache_stays_small(make_server):
+    server = make_server(echo_target)
+    for i in range(300):
+        assert greenhttp.request(f"{server.origin}/?i={i}").body.text() == f"GET /?i={i}"
+    assert len(_global._SPLIT_URLS) <= 256

@@ -211,7 +211,10 @@ class Request(Controller):
         self.raw_head = None
         self.idempotent = method in IDEMPOTENT_METHODS
         self.blocking = method != "HEAD"
-        if len(opts) > 2:
+        n = len(opts)
+        if n == 3 and "origin" in opts:
+            self.origin = opts["origin"]  # an Agent's request with nothing else to check
+        elif n > 2:
             for key, value in opts.items():
                 if value is not None:
                     setter = _OPTION_SETTERS.get(key)

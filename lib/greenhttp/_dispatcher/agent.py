@@ -162,7 +162,8 @@ class Agent(Dispatcher):
         self._origins[origin] = self._origins.get(origin, 0) + 1
 
         def on_drain(origin: str, targets: list[Any] | None = None) -> None:
-            self.emit("drain", origin, [self, *(targets or [dispatcher])])
+            if self._listeners.get("drain"):  # (once per request under load: build nothing for nobody)
+                self.emit("drain", origin, [self, *(targets or [dispatcher])])
 
         def on_connect(origin: str, targets: list[Any]) -> None:
             self.emit("connect", origin, [self, *targets])
