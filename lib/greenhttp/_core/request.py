@@ -49,8 +49,25 @@ _REFUSED_HEADERS = frozenset({"transfer-encoding", "keep-alive", "upgrade"})
 
 # Guard states.
 _CREATED, _STARTED, _HEADERS, _DONE = 0, 1, 2, 3
-_NO_HEADERS: list[tuple[str, str]] = []  # shared, never mutated: options replace the list
 RESPONSE_STARTED = _HEADERS
+
+
+class HeaderList(list[tuple[str, str]]):
+    """A request's validated ``(name, value)`` pairs, with their HTTP/1.1 encoding.
+
+    ``block`` is the pairs as header lines (``name: value\\r\\n`` each), so a
+    header set met again is written without encoding it again. A request's
+    headers are always one (empty without headers).
+    """
+
+    __slots__ = ("block",)
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        super().__init__(pairs)
+        self.block = "".join([f"{name}: {value}\r\n" for name, value in pairs]).encode("latin-1")
+
+
+_NO_HEADERS = HeaderList([])  # shared, never mutated: options replace it
 
 
 def _noop(*args: Any) -> None:
@@ -147,7 +164,7 @@ class Request(Controller):
     read_all: bool  # the consumer will take the whole body: no point in small reads
     length_mismatch: bool
     origin: Any
-    headers: list[tuple[str, str]]
+    headers: HeaderList  # never mutated: options replace it
     host: str | None
     body: bytes | StreamBody | None
     headers_timeout: float | None
@@ -227,7 +244,7 @@ class Request(Controller):
             blob_type = self._blob_type
             if blob_type and self.content_type is None:
                 # A Blob body brings its media type unless the caller set one (REFERENCE §3.4).
-                self.headers = [*self.headers, ("content-type", blob_type)]
+                self.headers = HeaderList([*self.headers, ("content-type", blob_type)])
                 self.content_type = blob_type
 
     @staticmethod
@@ -479,20 +496,6 @@ class Request(Controller):
         hook = self.resume_hook
         if hook is not None:
             hook(self)
-
-
-class HeaderList(list[tuple[str, str]]):
-    """A request's validated ``(name, value)`` pairs, with their HTTP/1.1 encoding.
-
-    ``block`` is the pairs as header lines (``name: value\\r\\n`` each), so a
-    header set met again is written without encoding it again.
-    """
-
-    __slots__ = ("block",)
-
-    def __init__(self, pairs: list[tuple[str, str]]) -> None:
-        super().__init__(pairs)
-        self.block = "".join([f"{name}: {value}\r\n" for name, value in pairs]).encode("latin-1")
 
 
 # What a header set makes of a request: its pairs (the special ones taken out),

@@ -231,8 +231,8 @@ class Client(Dispatcher):
         return _remember(self._request_lines, key, line)
 
     def _keep_plain_head(self, key: tuple[Any, ...], head: bytes) -> bytes:
-        """Keep the whole head of a request with no body, kept alive, and no headers
-        or a known header set (``key`` then ends with its encoded block)."""
+        """Keep the whole head of a request with no body, kept alive; ``key`` is
+        (method, path, host), and its header block when it has headers."""
         return _remember(self._plain_heads, key, head)
 
     def _report_error(self, err: BaseException) -> None:

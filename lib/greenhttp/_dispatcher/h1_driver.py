@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _debug
 from .._core.body import StreamBody, to_bytes_chunk
 from .._core.h1 import ResponseParser
-from .._core.request import EXPECTS_PAYLOAD, HeaderList, Request
+from .._core.request import EXPECTS_PAYLOAD, Request
 from .._net.connector import socket_info
 from .._net.stream import Transport, UpgradedSocket
 from .._runtime import (
@@ -155,20 +155,14 @@ class H1Connection:
             self.reset = True
 
         key = (method, req.path, req.host)
-        headers = req.headers
         if special or self.reset or not client._pipelining:
             head, stream = self._head(req, key)
-        elif not headers:
-            # A plain request (no headers, no body, keep-alive): its whole head is cached.
-            head = client._plain_heads.get(key) or client._keep_plain_head(key, self._head(req, key)[0])
-            stream = None
-        elif type(headers) is HeaderList:
-            # ... and so is one with a header set met before (the same encoded block).
-            hkey = (method, req.path, req.host, headers.block)
-            head = client._plain_heads.get(hkey) or client._keep_plain_head(hkey, self._head(req, key)[0])
-            stream = None
         else:
-            head, stream = self._head(req, key)
+            # No body, kept alive: the whole head is cached by its request line and header block.
+            headers = req.headers
+            whole = (method, req.path, req.host, headers.block) if headers else key
+            head = client._plain_heads.get(whole) or client._keep_plain_head(whole, self._head(req, key)[0])
+            stream = None
 
         running = self.running
         if not running:
@@ -207,12 +201,7 @@ class H1Connection:
         else:
             head += b"connection: close\r\n"
             self.reset = True  # we asked the server to close: never reuse this socket
-        headers = req.headers
-        if headers:
-            if type(headers) is HeaderList:
-                head += headers.block
-            else:
-                head += "".join([f"{k}: {v}\r\n" for k, v in headers]).encode("latin-1")
+        head += req.headers.block
         body = req.body
         stream = None
         if body is None:
