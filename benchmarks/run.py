@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import report
+from harness import report, tcp
 from harness.execute import ensure_undici, run_client
 from harness.scenarios import BENCH_DIR, CLIENTS, NODE_DIR, SCENARIOS, Scenario, clients_for, select
 from harness.server import CpuPlan, Nginx, find_nginx
@@ -53,6 +53,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--baseline", help="divide req/s by this client instead of greenhttp")
     p.add_argument("--no-pin", action="store_true", help="do not pin server and client to separate CPUs")
     p.add_argument("--no-npm", action="store_true", help="do not npm-install undici when it is missing")
+    p.add_argument("--tcp-congestion", metavar="NAME",
+                   help="set the kernel's TCP congestion control for this run (root; restored after)")
     p.add_argument("--output", type=Path, default=BENCH_DIR / "results", help="directory for latest.json/md")
     p.add_argument("--update-docs", action="store_true", help="write the table into docs/performance.md")
     p.add_argument("--list", action="store_true", help="list scenarios and clients, then exit")
@@ -184,12 +186,15 @@ def main(argv: list[str] | None = None) -> int:
         ensure_undici(log)
     plan = CpuPlan.choose(pin=not args.no_pin)
     log(f"cpu: {plan.note}")
-    with Nginx(binary=binary, cpu=plan.server) as nginx:
+    with tcp.congestion_control(args.tcp_congestion) as before, Nginx(binary=binary, cpu=plan.server) as nginx:
+        network = tcp.describe(args.tcp_congestion, before)
+        log(f"network: {network}")
         bench = Bench(args, nginx, plan)
         results = [bench.scenario(sc) for sc in scenarios]
         meta = {
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": _machine(),
+            "network": network,
             "pinning": plan.note,
             "mode": "quick" if args.quick else (f"-n {args.n}" if args.n else f"{args.duration:g} s per run"),
             "repeats": args.repeats,

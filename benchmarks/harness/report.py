@@ -94,6 +94,7 @@ def markdown(data: dict[str, Any]) -> str:
     meta = data["meta"]
     lines = [
         f"Measured {meta['date']} on {meta['machine']}; {meta['pinning']}.",
+        *([f"Loopback: {meta['network']}."] if meta.get("network") else []),
         f"Mode: {meta['mode']}, {meta['repeats']} interleaved repeat(s), medians shown.",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".",
         "",
