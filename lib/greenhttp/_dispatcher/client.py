@@ -214,11 +214,13 @@ class Client(Dispatcher):
                 return False
             return True
         self._pending.append(req)
-        self._resume()
-        if self.busy:
-            self._need_drain = True
-            return False
-        return True
+        if conn is None or len(conn.running) < conn.max_concurrent:
+            self._resume()
+            if not self.busy:
+                return True
+        # (A connection with every slot taken sends it when one frees up.)
+        self._need_drain = True
+        return False
 
     def _request_line(self, key: tuple[str, str, str | None]) -> bytes:
         """``METHOD path HTTP/1.1`` and the host line, encoded once per (method, path, host)."""

@@ -444,7 +444,7 @@ class H1Connection:
                 "received response to %s %s%s - HTTP %d", req.method, client._origin.origin, req.path, status
             )
         paused = req.on_headers(status, headers, reason)
-        if client._pending and not self.reset:
+        if client._pending and not self.reset and len(self.running) < self.max_concurrent:
             # No longer blocked: the next request may be pipelined behind this one (REFERENCE §1.1).
             client._resume()
         if self.parser.body_length > _WHOLE_BODY_MIN and not paused and not req.read_all:
