@@ -300,6 +300,8 @@ class Client(Dispatcher):
             if not req.start(None):
                 continue
             conn.write(req)
+            if len(conn.running) >= conn.max_concurrent:
+                return  # every slot taken: the next request goes when one frees up
 
     # -- connections -------------------------------------------------------------------
     def _start_connect(self) -> None:
