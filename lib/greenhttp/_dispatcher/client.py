@@ -256,7 +256,11 @@ class Client(Dispatcher):
             ):
                 self._need_drain = False
                 self.emit("drain", self._origin.origin)
-                if not (self._pending or self._need_drain or self._closed):
+                # Done, unless a listener queued or closed meanwhile, or wrote without
+                # taking the last slot (a full connection is neither free nor idle).
+                if not (self._pending or self._closed) and (
+                    not self._need_drain or len(conn.running) >= conn.max_concurrent
+                ):
                     return
         self._in_resume = True
         try:
