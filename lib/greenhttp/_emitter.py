@@ -34,6 +34,7 @@ class EventEmitter:
 
             raise InvalidArgumentError(f"listener must be callable, got {listener!r}")
         self._listeners.setdefault(event, []).append((listener, False))
+        self._listener_added(event)
         return self
 
     add_listener = on
@@ -45,7 +46,11 @@ class EventEmitter:
 
             raise InvalidArgumentError(f"listener must be callable, got {listener!r}")
         self._listeners.setdefault(event, []).append((listener, True))
+        self._listener_added(event)
         return self
+
+    def _listener_added(self, event: str) -> None:
+        """Called after a listener of ``event`` was added: a hook for subclasses."""
 
     def off(self, event: str, listener: Callable[..., Any]) -> EventEmitter:
         """Remove one registration of ``listener`` for ``event``. Returns self."""

@@ -241,6 +241,41 @@ def test_drain_is_forwarded(make_server, make_agent):
     assert targets[0] is agent and isinstance(targets[-1], greenhttp.Client)
 
 
+def test_drain_is_forwarded_to_a_listener_added_after_the_origin(make_server, make_agent):
+    # The agent forwards its origins' drain once somebody listens: a listener
+    # added when the origin's dispatcher already exists must hear it too.
+    release = gevent.event.Event()
+    release.set()
+
+    def handler(conn):
+        while conn.read_request() is not None:
+            release.wait(5)
+            conn.respond(b"x")
+
+    server = make_server(handler)
+    agent = make_agent(connections=1)
+    assert get(agent, server.origin) == b"x"  # the origin's Client exists now
+    drains = []
+    agent.once("drain", lambda origin, targets: drains.append((origin, targets)))
+    release.clear()
+    done = gevent.event.Event()
+
+    class H:
+        def on_response_end(self, controller, trailers):
+            done.set()
+
+        def on_response_error(self, controller, err):
+            done.set()
+
+    assert agent.dispatch({"origin": server.origin, "path": "/", "method": "GET"}, H()) is False
+    release.set()
+    assert done.wait(5)
+    wait_for(lambda: drains, what="drain")
+    origin, targets = drains[0]
+    assert origin == server.origin
+    assert targets[0] is agent and isinstance(targets[-1], greenhttp.Client)
+
+
 def test_a_failing_origin_is_forgotten(make_agent):
     agent = make_agent()
     errs = []

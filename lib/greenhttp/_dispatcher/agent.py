@@ -88,6 +88,9 @@ class Agent(Dispatcher):
         self._closed = False
         self._destroyed = False
         self._closed_cleanly = False  # destroyed by a finished close(), not by destroy()
+        # The origins' "drain" is forwarded once somebody listens to the agent's: a
+        # pool under load drains once per request, and nobody would hear it.
+        self._forwards_drain = False
 
     # -- public state -----------------------------------------------------------------------
     @property
@@ -161,10 +164,6 @@ class Agent(Dispatcher):
         self._dispatchers[ckey] = dispatcher
         self._origins[origin] = self._origins.get(origin, 0) + 1
 
-        def on_drain(origin: str, targets: list[Any] | None = None) -> None:
-            if self._listeners.get("drain"):  # (once per request under load: build nothing for nobody)
-                self.emit("drain", origin, [self, *(targets or [dispatcher])])
-
         def on_connect(origin: str, targets: list[Any]) -> None:
             self.emit("connect", origin, [self, *targets])
 
@@ -176,10 +175,24 @@ class Agent(Dispatcher):
             self._forget_if_idle(dispatcher, ckey, origin)
             self.emit("connectionError", origin, [self, *targets], err)
 
-        dispatcher.on("drain", on_drain)
+        if self._forwards_drain:
+            self._forward_drain(dispatcher)
         dispatcher.on("connect", on_connect)
         dispatcher.on("disconnect", on_disconnect)
         dispatcher.on("connectionError", on_connection_error)
+
+    def _listener_added(self, event: str) -> None:
+        if event == "drain" and not self._forwards_drain:
+            self._forwards_drain = True
+            for dispatcher in self._dispatchers.values():
+                self._forward_drain(dispatcher)
+
+    def _forward_drain(self, dispatcher: Any) -> None:
+        def on_drain(origin: str, targets: list[Any] | None = None) -> None:
+            if self._listeners.get("drain"):  # (the listeners may have gone since)
+                self.emit("drain", origin, [self, *(targets or [dispatcher])])
+
+        dispatcher.on("drain", on_drain)
 
     def _forget_if_idle(self, dispatcher: Any, ckey: str, origin: str) -> None:
         """After a disconnect: drop an origin's dispatcher with no connection and nothing to do."""
