@@ -206,44 +206,10 @@ def test_events_carry_the_agent_first_and_the_client_last(make_server, make_agen
     assert t2 == t1
 
 
-def test_drain_is_forwarded(make_server, make_agent):
-    release = gevent.event.Event()
-
-    def handler(conn):
-        while conn.read_request() is not None:
-            release.wait(5)
-            conn.respond(b"x")
-
-    server = make_server(handler)
-    agent = make_agent(connections=1)
-    drains = []
-    agent.on("drain", lambda origin, targets: drains.append((origin, targets)))
-
-    class H:
-        done = None
-
-        def __init__(self):
-            self.done = gevent.event.Event()
-
-        def on_response_end(self, controller, trailers):
-            self.done.set()
-
-        def on_response_error(self, controller, err):
-            self.done.set()
-
-    h = H()
-    assert agent.dispatch({"origin": server.origin, "path": "/", "method": "GET"}, h) is False
-    release.set()
-    assert h.done.wait(5)
-    wait_for(lambda: drains, what="drain")
-    origin, targets = drains[0]
-    assert origin == server.origin
-    assert targets[0] is agent and isinstance(targets[-1], greenhttp.Client)
-
-
-def test_drain_is_forwarded_to_a_listener_added_after_the_origin(make_server, make_agent):
-    # The agent forwards its origins' drain once somebody listens: a listener
-    # added when the origin's dispatcher already exists must hear it too.
+@pytest.mark.parametrize("listen", ["before the origin", "after the origin"])
+def test_drain_is_forwarded(make_server, make_agent, listen):
+    # The agent forwards its origins' drain once somebody listens to its own: a
+    # listener added when the origin's dispatcher already exists hears it too.
     release = gevent.event.Event()
     release.set()
 
@@ -254,9 +220,16 @@ def test_drain_is_forwarded_to_a_listener_added_after_the_origin(make_server, ma
 
     server = make_server(handler)
     agent = make_agent(connections=1)
-    assert get(agent, server.origin) == b"x"  # the origin's Client exists now
     drains = []
-    agent.once("drain", lambda origin, targets: drains.append((origin, targets)))
+
+    def on_drain(origin, targets):
+        drains.append((origin, targets))
+
+    if listen == "before the origin":
+        agent.on("drain", on_drain)
+    else:
+        assert get(agent, server.origin) == b"x"  # the origin's Client exists now
+        agent.once("drain", on_drain)
     release.clear()
     done = gevent.event.Event()
 
