@@ -17,6 +17,7 @@ import gevent.lock
 import gevent.queue
 from gevent import GreenletExit, Timeout, get_hub, getcurrent, sleep, spawn
 from gevent._waiter import Waiter
+from greenlet import greenlet as _greenlet
 
 __all__ = [
     "AsyncResult",
@@ -191,6 +192,7 @@ class Parker:
         return self._value
 
 
+_switch = _greenlet.switch  # a plain greenlet switch (gevent's Hub.switch adds switch_out)
 _THROUGH_HUB: Any = object()  # Reader.wake: this read's wake-ups go through the hub, in order
 
 
@@ -247,7 +249,9 @@ class Reader(gevent.Greenlet):  # type: ignore[misc]  # gevent has no type hints
                     if target is not None:  # still parked in waiter.get()
                         target.switch(None)  # what the hub's waiter.switch(None) would do
                         return
-            self.parent.switch()
+            # The hub's own switch() would first call switch_out(), which has nothing
+            # to hand over now (no kept wake-up): switch to the hub directly.
+            _switch(self.parent)
         finally:
             watcher.stop()
 
