@@ -34,7 +34,7 @@ def current() -> str:
 def describe(chosen: str | None, before: str) -> str:
     """One line for the report: what the run used, and what the machine had."""
     if chosen is None or chosen == before:
-        return f"TCP congestion control {current()}"
+        return f"TCP congestion control {before}"
     return f"TCP congestion control {chosen} (set for this run; the machine's setting is {before})"
 
 
