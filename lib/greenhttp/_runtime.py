@@ -36,6 +36,7 @@ __all__ = [
     "kill",
     "now",
     "read_buffer",
+    "ready_gauge",
     "round_queue",
     "sleep",
     "spawn",
@@ -67,6 +68,25 @@ def round_queue() -> list[Callable[[], None]]:
     if queue is None:
         queue = hub._greenhttp_round = []
     return queue
+
+
+class _NoGauge:
+    """The gauge of a loop that cannot count its ready watchers: it reads 0."""
+
+    __slots__ = ()
+    pendingcnt = 0
+
+
+def ready_gauge() -> Any:
+    """An object whose ``pendingcnt`` is how many watchers the calling thread's hub
+    found ready in its current round and has not run yet (libev's
+    ``ev_pending_count``; always 0 on a loop that cannot say).
+
+    Read it while handling one ready socket: above 0, more of the round follows,
+    and what is queued with :func:`at_round_end` leaves together with theirs.
+    """
+    loop = get_hub().loop
+    return loop if hasattr(loop, "pendingcnt") else _NoGauge()
 
 
 def read_buffer() -> memoryview:

@@ -34,6 +34,7 @@ from .._runtime import (
     getcurrent,
     kill,
     read_buffer,
+    ready_gauge,
     round_queue,
     spawn,
 )
@@ -117,6 +118,7 @@ class H1Connection:
         # Where the reader's writes wait for the end of the hub's round (see _send); only
         # plain sockets, whose sends never block.
         self._round = round_queue() if self.transport.fast else None
+        self._ready = ready_gauge()  # .pendingcnt: ready sockets left in the hub's round
         self._corked: bytes | None = None  # written, not yet sent
         self._finished = False
         self._detached = False
@@ -244,27 +246,32 @@ class H1Connection:
         corked = self._corked
         if corked is not None:
             self._corked = corked + data  # after what waits, in order
-        elif self._round is not None and getcurrent() is self.reader:
-            # Written by the reader (a queued request taking the place of the answered
-            # one): send it once the hub has handled this round of ready sockets, with
-            # what the other readers write meanwhile. Sends spread between the reads
-            # wake the server once each; in one burst they wake it once.
+        elif self._round is not None and (self._ready.pendingcnt or getcurrent() is self.reader):
+            # Written while the hub is still handling a round of ready sockets: by a
+            # reader (a queued request taking the place of the answered one), or by a
+            # caller its reader just answered while other sockets of the round wait.
+            # Send it once the hub has handled the round, with what the others write
+            # meanwhile. Sends spread between the reads wake the server once each; in
+            # one burst they wake it once.
             self._corked = data
             at_round_end(self._round, self._uncork)
         else:
-            try:
-                sent = self.transport.try_send(data)
-            except OSError as exc:
-                self._fail_write(exc)
-                return
-            if sent < len(data):
-                self.writing = True  # the rest goes out from a writer greenlet
-                self._writer = spawn(self._write_rest, data[sent:])
+            self._send_now(data)
+
+    def _send_now(self, data: bytes) -> None:
+        try:
+            sent = self.transport.try_send(data)
+        except OSError as exc:
+            self._fail_write(exc)
+            return
+        if sent < len(data):
+            self.writing = True  # the rest goes out from a writer greenlet
+            self._writer = spawn(self._write_rest, data[sent:])
 
     def _uncork(self) -> None:
         data, self._corked = self._corked, None
         if data is not None and not self.destroyed:
-            self._send(data)  # from the hub, uncorked: sent now
+            self._send_now(data)
 
     def _write_rest(self, data: bytes) -> None:
         try:
