@@ -128,9 +128,11 @@ def test_pool_options_reach_every_pool(make_server, make_agent):
     agent = make_agent(connections=2)
     greenlets = [gevent.spawn(get, agent, server.origin, f"/{i}") for i in range(5)]
     wait_for(lambda: getattr(agent.stats.get(server.origin), "queued", 0) == 3, what="three queued")
-    assert server.accepted == 2
     release.set()
     gevent.joinall(greenlets, timeout=10, raise_error=True)
+    # (Counted at the end: the server may not have accepted both sockets yet when
+    # the client has queued the other three requests.)
+    assert server.accepted == 2
 
 
 def test_custom_factory(make_server, make_agent):

@@ -33,15 +33,22 @@ class BodyReadable:
 
     _dumped = 0  # dump(): bytes discarded so far
 
-    def __init__(self, controller: Any = None, headers: Any = None, high_water_mark: int = 65536) -> None:
-        self._chunks: deque[bytes] = deque()
+    def __init__(
+        self, controller: Any = None, headers: Any = None, high_water_mark: int = 65536, whole: bytes | None = None
+    ) -> None:
         self._controller = controller
         self._hwm = high_water_mark
         self._headers = headers  # the response headers (a dict, or the raw list)
         # Read for every body, so set on the instance: a default left on the
         # class is found by a slower generic lookup at every read (CPython 3.11).
-        self._size = 0
-        self._ended = False
+        if whole is None:
+            self._chunks: deque[bytes] = deque()
+            self._size = 0
+            self._ended = False
+        else:  # the whole body, already here
+            self._chunks = deque((whole,)) if whole else deque()
+            self._size = len(whole)
+            self._ended = True
         self._error: BaseException | None = None
         self._parker: Parker | None = None
         self._used = False

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .._core.request import WHOLE_RESPONSE_TAKERS
 from .._runtime import Parker, spawn
 from ..errors import InvalidArgumentError, RequestAbortedError
 from .readable import BodyReadable
@@ -160,6 +161,23 @@ class RequestHandler(Parker):
         )
         self.set(response)
 
+    def _on_response_whole(
+        self, controller: Any, status_code: int, headers: Any, status_message: str, body: bytes
+    ) -> None:
+        """A final head and its whole body at once (the connection read them together):
+        what ``on_response_start``, ``on_response_data`` and ``on_response_end`` do.
+        Registered in ``WHOLE_RESPONSE_TAKERS`` for this class only, so a wrapper
+        that forwards attributes to a RequestHandler never bypasses itself."""
+        if self.unbind is not None:
+            self.unbind()
+        if self.raw:
+            headers = controller.raw_headers
+        readable = self.body = BodyReadable(controller, headers, self.hwm, body)
+        response = self.response = ResponseData(
+            status_code, status_message, headers, {}, readable, self.opaque, self.context
+        )
+        self.set(response)
+
     def on_response_data(self, controller: Any, chunk: bytes) -> None:
         self.body._push(chunk)  # type: ignore[union-attr]
 
@@ -180,6 +198,9 @@ class RequestHandler(Parker):
             body._fail(err)
         else:
             self.set_exception(err)
+
+
+WHOLE_RESPONSE_TAKERS[RequestHandler] = RequestHandler._on_response_whole
 
 
 # The options request() takes for itself (the rest go to dispatch()).

@@ -72,6 +72,11 @@ class ParserSink(Protocol):
 
     def on_upgrade(self, rest: bytes) -> None: ...
 
+    # Optional: ``on_whole(status, reason, headers, raw, keep_alive, body)`` takes a
+    # final head and its whole body (b"" for none), read together, in one step
+    # instead of on_head, on_body and on_complete. It returns False when it paused
+    # at the head: the parser then keeps the body for the next feed.
+
 
 def parse_header_block(block: bytes) -> dict[str, Any]:
     """Validate and split header lines (each ending in CRLF) into a dict.
@@ -170,6 +175,7 @@ class ResponseParser:
         "_misses",
         "_last_raw",
         "_last_hit",
+        "_takes_whole",
     )
 
     def __init__(self, sink: ParserSink, max_header_size: int = 16384) -> None:
@@ -192,6 +198,7 @@ class ResponseParser:
         # its head, and comparing bytes is cheaper than hashing them for the lookup.
         self._last_raw = b""
         self._last_hit: tuple[int, str, dict[str, Any], bool, int] | None = None
+        self._takes_whole = hasattr(sink, "on_whole")
 
     # -- driver API -------------------------------------------------------
     def expect(self, method: str) -> None:
@@ -457,9 +464,21 @@ class ResponseParser:
         self.body_length = length
         self._misses = 0
         sink = self.sink
+        headers = headers.copy()
+        self.bytes_read = length
+        if self._takes_whole:
+            body = data[end:] if length else b""
+            # (on_whole is optional, so not in ParserSink: _takes_whole says the sink has it.)
+            if sink.on_whole(status, reason, headers, raw, keep_alive, body):  # type: ignore[attr-defined]
+                return
+            # Paused at the head: keep the body for the next feed.
+            self.bytes_read = 0
+            self._remaining = length
+            self._state = _BODY_LENGTH
+            self._buf = body
+            return
         if length:
-            self.bytes_read = length
-            if sink.on_head(status, reason, headers.copy(), raw, keep_alive):
+            if sink.on_head(status, reason, headers, raw, keep_alive):
                 # Paused at the head: keep the body for the next feed.
                 self.bytes_read = 0
                 self._remaining = length
@@ -468,8 +487,7 @@ class ResponseParser:
                 return
             sink.on_body(data[end:])
         else:
-            self.bytes_read = 0
-            sink.on_head(status, reason, headers.copy(), raw, keep_alive)
+            sink.on_head(status, reason, headers, raw, keep_alive)
         sink.on_complete(None)
 
     def _start_body(

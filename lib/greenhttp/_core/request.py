@@ -29,7 +29,15 @@ from .blob import Blob
 from .body import StreamBody, normalize_body
 from .headers import TOKEN_RE, check_header_value, header_pairs, raw_header_list
 
-__all__ = ["Request", "Controller", "EXPECTS_PAYLOAD", "IDEMPOTENT_METHODS", "RESPONSE_STARTED"]
+__all__ = [
+    "Request",
+    "Controller",
+    "EXPECTS_PAYLOAD",
+    "IDEMPOTENT_METHODS",
+    "REQUEST_DONE",
+    "RESPONSE_STARTED",
+    "WHOLE_RESPONSE_TAKERS",
+]
 
 _KNOWN_METHODS = {
     "get": "GET",
@@ -50,6 +58,12 @@ _REFUSED_HEADERS = frozenset({"transfer-encoding", "keep-alive", "upgrade"})
 # Guard states.
 _CREATED, _STARTED, _HEADERS, _DONE = 0, 1, 2, 3
 RESPONSE_STARTED = _HEADERS
+REQUEST_DONE = _DONE
+
+# Handler classes that take a response read in one piece in one call (see
+# Request.on_whole), by exact class (not subclasses, not wrappers that forward
+# attributes): class -> fn(handler, controller, status, headers, message, body).
+WHOLE_RESPONSE_TAKERS: dict[type, Callable[..., None]] = {}
 
 
 class HeaderList(list[tuple[str, str]]):
@@ -420,6 +434,25 @@ class Request(Controller):
                 fn(self.controller, trailers if trailers is not None else {})
             except Exception as exc:
                 self._deliver_error(exc)
+        self._release()
+
+    def on_whole(
+        self, whole: Callable[..., Any], status: int, headers: dict[str, Any], message: str, body: bytes
+    ) -> None:
+        """Deliver a final head and the whole body at once through ``whole``, the
+        handler class's entry in :data:`WHOLE_RESPONSE_TAKERS` (what ``on_response_start``,
+        ``on_response_data`` and ``on_response_end`` would do together). Terminal, like
+        :meth:`on_complete`."""
+        if self.state == _DONE:
+            return
+        self.state = _HEADERS
+        try:
+            whole(self.handler, self.controller, status, headers, message, body)
+        except Exception as exc:
+            self.abort(exc)
+            return
+        self.state = _DONE
+        self.abort_hook = self.resume_hook = None
         self._release()
 
     def on_upgrade(self, status: int, headers: Any, socket: Any) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _debug
 from .._core.body import StreamBody, to_bytes_chunk
 from .._core.h1 import ResponseParser
-from .._core.request import EXPECTS_PAYLOAD, Request
+from .._core.request import EXPECTS_PAYLOAD, REQUEST_DONE, WHOLE_RESPONSE_TAKERS, Request
 from .._net.connector import socket_info
 from .._net.stream import Transport, UpgradedSocket
 from .._runtime import (
@@ -256,22 +256,19 @@ class H1Connection:
             self._corked = data
             at_round_end(self._round, self._uncork)
         else:
-            self._send_now(data)
-
-    def _send_now(self, data: bytes) -> None:
-        try:
-            sent = self.transport.try_send(data)
-        except OSError as exc:
-            self._fail_write(exc)
-            return
-        if sent < len(data):
-            self.writing = True  # the rest goes out from a writer greenlet
-            self._writer = spawn(self._write_rest, data[sent:])
+            try:
+                sent = self.transport.try_send(data)
+            except OSError as exc:
+                self._fail_write(exc)
+                return
+            if sent < len(data):
+                self.writing = True  # the rest goes out from a writer greenlet
+                self._writer = spawn(self._write_rest, data[sent:])
 
     def _uncork(self) -> None:
         data, self._corked = self._corked, None
         if data is not None and not self.destroyed:
-            self._send_now(data)
+            self._send(data)  # from the hub, between rounds: sent now
 
     def _write_rest(self, data: bytes) -> None:
         try:
@@ -436,16 +433,7 @@ class H1Connection:
             if hint is None:
                 self.keep_alive_timeout = client._opts.keep_alive_timeout
             else:
-                m = _KEEP_ALIVE_HINT.search(hint if type(hint) is str else ",".join(hint))
-                if m:
-                    opts = client._opts
-                    t = min(int(m.group(1)) - opts.keep_alive_timeout_threshold, opts.keep_alive_max_timeout)
-                    if t <= 0:
-                        self.reset = True
-                    else:
-                        self.keep_alive_timeout = t
-                else:
-                    self.keep_alive_timeout = client._opts.keep_alive_timeout
+                self._keep_alive_hint(hint)
         if _DEBUG_MAYBE() and _DEBUG():
             _debug.core.debug(
                 "received response to %s %s%s - HTTP %d", req.method, client._origin.origin, req.path, status
@@ -460,6 +448,79 @@ class H1Connection:
             self._choosing = True
             return True
         return paused
+
+    def _keep_alive_hint(self, hint: str | list[str]) -> None:
+        """A response's ``keep-alive: timeout=N`` hint bounds how long the socket idles."""
+        opts = self.client._opts
+        m = _KEEP_ALIVE_HINT.search(hint if type(hint) is str else ",".join(hint))
+        if m:
+            t = min(int(m.group(1)) - opts.keep_alive_timeout_threshold, opts.keep_alive_max_timeout)
+            if t <= 0:
+                self.reset = True
+            else:
+                self.keep_alive_timeout = t
+        else:
+            self.keep_alive_timeout = opts.keep_alive_timeout
+
+    def on_whole(
+        self, status: int, reason: str, headers: dict[str, Any], raw: bytes, keep_alive: bool, body: bytes
+    ) -> bool:
+        """A final head and its whole body (maybe empty), from one read. Returns False
+        when the handler paused at the head: the parser keeps the body for later.
+
+        A handler of a class that takes a whole response at once (one in
+        ``WHOLE_RESPONSE_TAKERS``, as ``request()``'s is) gets it in one step: what
+        :meth:`on_head`, :meth:`on_body` and :meth:`on_complete` would do together.
+        Any other gets those three as usual (so does a wrapper that forwards its
+        attributes to such a handler: it is not of that class).
+        """
+        running = self.running
+        client = self.client
+        req = running[0] if running else None
+        if (
+            req is None
+            or (handler_whole := WHOLE_RESPONSE_TAKERS.get(type(req.handler))) is None
+            or status < 200
+            or status == 101
+            or req.special
+            or req.method == "CONNECT"
+            or req.state == REQUEST_DONE
+            or 0 <= client._opts.max_response_size < len(body)
+        ):
+            if self.on_head(status, reason, headers, raw, keep_alive) and body:
+                return False
+            if body:
+                self.on_body(body)
+            self.on_complete(None)
+            return True
+        req.raw_head = raw
+        self.blocking = False
+        if not keep_alive:
+            self.reset = True
+        elif client._pipelining:
+            hint = headers.get("keep-alive")
+            if hint is None:
+                self.keep_alive_timeout = client._opts.keep_alive_timeout
+            else:
+                self._keep_alive_hint(hint)
+        if _DEBUG_MAYBE() and _DEBUG():
+            _debug.core.debug(
+                "received response to %s %s%s - HTTP %d", req.method, client._origin.origin, req.path, status
+            )
+        running.popleft()
+        req.on_whole(handler_whole, status, headers, reason, body)
+        if self.destroyed:
+            return True  # the handler failed: the request was aborted with the connection
+        if self._remember_session is not None:
+            remember, self._remember_session = self._remember_session, None
+            remember(self.sock, self.connect_options)
+        if running:
+            self.parser.expect(running[0].method)
+        elif self.reset:
+            self._stop_reading = True
+            return True
+        client._resume()
+        return True
 
     def on_body(self, chunk: bytes) -> bool:
         limit = self.client._opts.max_response_size
