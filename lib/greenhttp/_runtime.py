@@ -16,7 +16,6 @@ import gevent.event
 import gevent.lock
 import gevent.queue
 from gevent import GreenletExit, Timeout, get_hub, getcurrent, sleep, spawn
-from gevent._waiter import Waiter
 from greenlet import greenlet as _greenlet
 
 __all__ = [
@@ -156,15 +155,15 @@ class Parker:
     """Park one greenlet until another delivers a value or an error. Single use.
 
     ``set``/``set_exception`` never block and may be called from any greenlet
-    (or the hub); ``get`` blocks the calling greenlet. This is gevent's
-    ``Waiter`` with the value kept, so a late wake-up after the waiter gave
-    up (a ``gevent.Timeout``) is harmless.
+    (or the hub); ``get`` blocks the calling greenlet. Like gevent's ``Waiter``
+    with the value kept, so a late wake-up after the waiter gave up (a
+    ``gevent.Timeout``) is harmless; unlike it, no second object per wait.
     """
 
     __slots__ = ("_waiter", "_value", "_exc", "_state")
 
     def __init__(self) -> None:
-        self._waiter: Any = None
+        self._waiter: Any = None  # the greenlet parked in get(), while it is
         self._value: Any = None
         self._exc: BaseException | None = None
         self._state = 0
@@ -177,28 +176,26 @@ class Parker:
             return
         self._state = 1
         self._value = value
-        waiter = self._waiter
-        if waiter is not None:
-            _wake(waiter)
+        if self._waiter is not None:
+            _wake(self)
 
     def set_exception(self, exc: BaseException) -> None:
         if self._state:
             return
         self._state = 2
         self._exc = exc
-        waiter = self._waiter
-        if waiter is not None:
-            _wake(waiter)
+        if self._waiter is not None:
+            _wake(self)
 
     def get(self, timeout: float | None = None) -> Any:
         if not self._state:
-            waiter = self._waiter = Waiter()
+            current = self._waiter = getcurrent()
             try:
                 if timeout is None:
-                    waiter.get()
+                    _park(current)
                 else:
                     with Timeout(timeout):
-                        waiter.get()
+                        _park(current)
             finally:
                 self._waiter = None
         if self._state == 2:
@@ -211,13 +208,31 @@ class Parker:
                 del exc
         return self._value
 
+    def _resume(self) -> None:
+        """From the hub: resume the greenlet parked in :meth:`get`, if it still is."""
+        greenlet = self._waiter
+        if greenlet is not None:
+            greenlet.switch()
+
 
 _switch = _greenlet.switch  # a plain greenlet switch (gevent's Hub.switch adds switch_out)
 _THROUGH_HUB: Any = object()  # Reader.wake: this read's wake-ups go through the hub, in order
 
 
-def _wake(waiter: Waiter) -> None:
-    """Resume the greenlet parked in ``waiter.get()``. Wake-ups keep the order they are made in.
+def _park(current: Any) -> None:
+    """Switch from ``current`` to the hub until something switches back."""
+    hub = get_hub()
+    if current.__class__ is Reader or current is hub:
+        # A reader hands its kept wake-up over first (Reader.switch_out); the hub
+        # itself can't block (its switch_out raises BlockingSwitchOutError).
+        hub.switch()
+    else:
+        # Nothing to hand over: skip the switch_out lookup gevent's Hub.switch makes.
+        _switch(hub)
+
+
+def _wake(parker: Parker) -> None:
+    """Resume the greenlet parked in ``parker.get()``. Wake-ups keep the order they are made in.
 
     On a :class:`Reader`, the first wake-up of a read is kept for the reader to
     hand over as it parks; a second one sends the kept one to the hub first.
@@ -226,12 +241,12 @@ def _wake(waiter: Waiter) -> None:
     if reader.__class__ is Reader:
         kept = reader.wake
         if kept is None:
-            reader.wake = waiter
+            reader.wake = parker
             return
         if kept is not _THROUGH_HUB:
             reader.wake = _THROUGH_HUB
-            get_hub().loop.run_callback(kept.switch, None)
-    get_hub().loop.run_callback(waiter.switch, None)
+            get_hub().loop.run_callback(kept._resume)
+    get_hub().loop.run_callback(parker._resume)
 
 
 class Reader(gevent.Greenlet):  # type: ignore[misc]  # gevent has no type hints
@@ -255,19 +270,19 @@ class Reader(gevent.Greenlet):  # type: ignore[misc]  # gevent has no type hints
 
     def __init__(self, fn: Callable[[], Any]) -> None:
         super().__init__(_reader_main, fn)
-        self.wake: Any = None  # a kept Waiter, None, or _THROUGH_HUB
+        self.wake: Any = None  # a kept Parker, None, or _THROUGH_HUB
 
     def park(self, watcher: Any) -> None:
         """Block until ``watcher`` fires; a kept wake-up runs first. Reader greenlet only."""
         watcher.start(self.switch)
         try:
-            waiter = self.wake
-            if waiter is not None:
+            parker = self.wake
+            if parker is not None:
                 self.wake = None
-                if waiter is not _THROUGH_HUB:
-                    target = waiter.greenlet
-                    if target is not None:  # still parked in waiter.get()
-                        target.switch(None)  # what the hub's waiter.switch(None) would do
+                if parker is not _THROUGH_HUB:
+                    target = parker._waiter
+                    if target is not None:  # still parked in parker.get()
+                        target.switch()  # what the hub's parker._resume() would do
                         return
             # The hub's own switch() would first call switch_out(), which has nothing
             # to hand over now (no kept wake-up): switch to the hub directly.
@@ -277,11 +292,11 @@ class Reader(gevent.Greenlet):  # type: ignore[misc]  # gevent has no type hints
 
     def switch_out(self) -> None:
         """Called by the hub as this greenlet blocks elsewhere: the hub delivers the kept wake-up."""
-        waiter = self.wake
-        if waiter is not None:
+        parker = self.wake
+        if parker is not None:
             self.wake = None
-            if waiter is not _THROUGH_HUB:
-                get_hub().loop.run_callback(waiter.switch, None)
+            if parker is not _THROUGH_HUB:
+                get_hub().loop.run_callback(parker._resume)
 
 
 def _reader_main(fn: Callable[[], Any]) -> None:

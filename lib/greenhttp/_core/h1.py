@@ -237,8 +237,9 @@ class ResponseParser:
         buf, self._buf = self._buf, b""
         return buf
 
-    def feed(self, data: bytes) -> None:
-        """Parse ``data`` (plus anything buffered), calling the sink."""
+    def feed(self, data: bytes) -> bool:
+        """Parse ``data`` (plus anything buffered), calling the sink. Returns
+        :attr:`idle`: True when it ended between messages with nothing buffered."""
         if self._state == _HEAD and not self._buf and data:
             # The common read: exactly one response whose head was seen before.
             end = data.find(b"\r\n\r\n") + 4
@@ -250,8 +251,7 @@ class ResponseParser:
                     and hit[4] == len(data) - end
                     and not (self._method_head or self._method_connect)
                 ):
-                    self._one_response(data, raw, hit)
-                    return
+                    return self._one_response(data, raw, hit)
         if data:
             buf = self._buf + data if self._buf else data
         else:
@@ -285,7 +285,7 @@ class ResponseParser:
                     pos = end + 4
                     if self._state == _UPGRADED:
                         self.sink.on_upgrade(buf[pos:])
-                        return
+                        return False
                     if stop:
                         break
                 elif state == _CHUNK_SIZE:
@@ -356,6 +356,8 @@ class ResponseParser:
             raise
         if pos < n:
             self._buf = buf[pos:]
+            return False
+        return self._state == _HEAD
 
     def feed_eof(self) -> bool:
         """The peer closed. Returns True if that completed an EOF-delimited body."""
@@ -455,8 +457,9 @@ class ResponseParser:
                 _remember_head(raw, status, reason, headers, keep_alive, framing)
         return self._start_body(status, reason, headers, raw, keep_alive, framing)
 
-    def _one_response(self, data: bytes, raw: bytes, hit: tuple[int, str, dict[str, Any], bool, int]) -> None:
-        """A whole response with a cached head: what :meth:`feed` would do, in one step."""
+    def _one_response(self, data: bytes, raw: bytes, hit: tuple[int, str, dict[str, Any], bool, int]) -> bool:
+        """A whole response with a cached head: what :meth:`feed` would do, in one step.
+        Returns :attr:`idle` (False when the sink paused at the head)."""
         self._last_raw = raw
         self._last_hit = hit
         status, reason, headers, keep_alive, length = hit
@@ -470,13 +473,13 @@ class ResponseParser:
             body = data[end:] if length else b""
             # (on_whole is optional, so not in ParserSink: _takes_whole says the sink has it.)
             if sink.on_whole(status, reason, headers, raw, keep_alive, body):  # type: ignore[attr-defined]
-                return
+                return True
             # Paused at the head: keep the body for the next feed.
             self.bytes_read = 0
             self._remaining = length
             self._state = _BODY_LENGTH
             self._buf = body
-            return
+            return False
         if length:
             if sink.on_head(status, reason, headers, raw, keep_alive):
                 # Paused at the head: keep the body for the next feed.
@@ -484,11 +487,12 @@ class ResponseParser:
                 self._remaining = length
                 self._state = _BODY_LENGTH
                 self._buf = data[end:]
-                return
+                return False
             sink.on_body(data[end:])
         else:
             sink.on_head(status, reason, headers, raw, keep_alive)
         sink.on_complete(None)
+        return True
 
     def _start_body(
         self, status: int, reason: str, headers: dict[str, Any], raw: bytes, keep_alive: bool, framing: int

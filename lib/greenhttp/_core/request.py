@@ -453,7 +453,10 @@ class Request(Controller):
             return
         self.state = _DONE
         self.abort_hook = self.resume_hook = None
-        self._release()
+        # (What _release does, here without the call: this is the common ending.)
+        self.handler = None
+        self.controller = None
+        self._on_response_data = _noop
 
     def on_upgrade(self, status: int, headers: Any, socket: Any) -> None:
         if self.state == _DONE:

@@ -595,6 +595,9 @@ class H1Connection:
         parser = self.parser
         view = self._view
         wait_first = True
+        # A plain socket's readiness: a Reader greenlet parks on it itself.
+        park: Any = getattr(getcurrent(), "park", None)
+        watcher = transport.read_watcher if park is not None else None
         while not self.destroyed and not self._stop_reading:
             head = self.running[0] if self.running else None
             if head is not None and head.paused:
@@ -620,12 +623,17 @@ class H1Connection:
                 continue
             if wait_first:
                 self._arm_for_wait()
-            n = transport.recv_into(view, wait_first)
+                if watcher is not None:
+                    park(watcher)  # until readable: then recv_into won't wait
+                    n = transport.recv_into(view, False)
+                else:
+                    n = transport.recv_into(view, True)
+            else:
+                n = transport.recv_into(view, False)
             if n == 0:
                 return self._eof()
             wait_first = n < 65536
-            parser.feed(view[:n].tobytes())
-            if not self.running and not parser.idle and not self._stop_reading:
+            if not parser.feed(view[:n].tobytes()) and not self.running and not self._stop_reading:
                 # Bytes nobody asked for (a body after 204/304/HEAD, or junk): never
                 # let them be read as the start of the next response.
                 raise SocketError("bad response", self._socket_info())

@@ -80,6 +80,13 @@ class Transport:
             self._rw = self._ww = None
 
     # -- reading (the reader greenlet only) ----------------------------------
+    @property
+    def read_watcher(self) -> Any:
+        """What a :class:`~greenhttp._runtime.Reader` parks on until the socket is
+        readable (``reader.park(watcher)``, then ``recv_into(buf, False)``); None
+        where only :meth:`recv_into` can wait (TLS and custom sockets)."""
+        return self._rw
+
     def wait_readable(self) -> None:
         """Block the calling greenlet until the socket is readable (fast path only).
 
