@@ -192,7 +192,11 @@ class Parker:
             current = self._waiter = getcurrent()
             try:
                 if timeout is None:
-                    _park(current)
+                    hub = get_hub()  # (what _park does, without the call: the common wait)
+                    if current.__class__ is Reader or current is hub:
+                        hub.switch()
+                    else:
+                        _switch(hub)
                 else:
                     with Timeout(timeout):
                         _park(current)

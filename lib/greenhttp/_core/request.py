@@ -216,8 +216,9 @@ class Request(Controller):
         self.method = method
         self.path = path
         self.handler = handler
-        on_data = getattr(handler, "on_response_data", None)
-        self._on_response_data = on_data if on_data is not None else _noop
+        # The handler's on_response_data, looked up at the first chunk (a response
+        # read whole may never need it) and kept for the others.
+        self._on_response_data: Callable[[Any, bytes], Any] | None = None
         # Every attribute a request reads or gets on the common paths starts on
         # the instance, in this order. CPython 3.11 keeps instance attributes in
         # a compact array only for names its first instances set; a name first
@@ -416,8 +417,11 @@ class Request(Controller):
         """Deliver body bytes. Returns True when the handler paused."""
         if self.state != _HEADERS:
             return False
+        fn = self._on_response_data
+        if fn is None:
+            fn = self._on_response_data = getattr(self.handler, "on_response_data", None) or _noop
         try:
-            self._on_response_data(self.controller, chunk)
+            fn(self.controller, chunk)
         except Exception as exc:
             self.abort(exc)
             return True

@@ -120,6 +120,7 @@ class H1Connection:
         self._round = round_queue() if self.transport.fast else None
         self._ready = ready_gauge()  # .pendingcnt: ready sockets left in the hub's round
         self._corked: bytes | None = None  # written, not yet sent
+        self._expected = "GET"  # the method the parser was last told to expect (its default)
         self._finished = False
         self._detached = False
         self.connect_options: dict[str, Any] = {}  # what the connector was called with
@@ -167,7 +168,8 @@ class H1Connection:
             stream = None
 
         running = self.running
-        if not running:
+        if not running and method != self._expected:
+            self._expected = method
             self.parser.expect(method)
         running.append(req)
         req.abort_hook = self._abort_hook
@@ -256,19 +258,22 @@ class H1Connection:
             self._corked = data
             at_round_end(self._round, self._uncork)
         else:
-            try:
-                sent = self.transport.try_send(data)
-            except OSError as exc:
-                self._fail_write(exc)
-                return
-            if sent < len(data):
-                self.writing = True  # the rest goes out from a writer greenlet
-                self._writer = spawn(self._write_rest, data[sent:])
+            self._send_now(data)
 
     def _uncork(self) -> None:
         data, self._corked = self._corked, None
         if data is not None and not self.destroyed:
-            self._send(data)  # from the hub, between rounds: sent now
+            self._send_now(data)
+
+    def _send_now(self, data: bytes) -> None:
+        try:
+            sent = self.transport.try_send(data)
+        except OSError as exc:
+            self._fail_write(exc)
+            return
+        if sent < len(data):
+            self.writing = True  # the rest goes out from a writer greenlet
+            self._writer = spawn(self._write_rest, data[sent:])
 
     def _write_rest(self, data: bytes) -> None:
         try:
@@ -515,7 +520,8 @@ class H1Connection:
             remember, self._remember_session = self._remember_session, None
             remember(self.sock, self.connect_options)
         if running:
-            self.parser.expect(running[0].method)
+            method = self._expected = running[0].method
+            self.parser.expect(method)
         elif self.reset:
             self._stop_reading = True
             return True
@@ -538,7 +544,8 @@ class H1Connection:
             remember, self._remember_session = self._remember_session, None
             remember(self.sock, self.connect_options)
         if running:
-            self.parser.expect(running[0].method)
+            method = self._expected = running[0].method
+            self.parser.expect(method)
         elif self.reset:
             self._stop_reading = True
             return True
