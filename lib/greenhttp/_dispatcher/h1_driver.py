@@ -428,8 +428,24 @@ class H1Connection:
                     # A final answer before 100: the body is not sent; the socket can't be reused.
                     cont.set(False)
                     self.reset = True
-        self.blocking = False
         self._final_head_for = req
+        self._final_head(req, status, headers, keep_alive)
+        client = self.client
+        paused = req.on_headers(status, headers, reason)
+        if client._pending and not self.reset and len(self.running) < self.max_concurrent:
+            # No longer blocked: the next request may be pipelined behind this one (REFERENCE §1.1).
+            client._resume()
+        if self.parser.body_length > _WHOLE_BODY_MIN and not paused and not req.read_all:
+            # A big body: stop here, so that the consumer just woken may ask for the
+            # whole body before any of it is read (then it arrives in one buffer).
+            self._choosing = True
+            return True
+        return paused
+
+    def _final_head(self, req: Request, status: int, headers: dict[str, Any], keep_alive: bool) -> None:
+        """What a final response head says about the connection: it no longer blocks
+        the pipeline, and whether and how long it stays open."""
+        self.blocking = False
         client = self.client
         if not keep_alive:
             self.reset = True
@@ -443,16 +459,6 @@ class H1Connection:
             _debug.core.debug(
                 "received response to %s %s%s - HTTP %d", req.method, client._origin.origin, req.path, status
             )
-        paused = req.on_headers(status, headers, reason)
-        if client._pending and not self.reset and len(self.running) < self.max_concurrent:
-            # No longer blocked: the next request may be pipelined behind this one (REFERENCE §1.1).
-            client._resume()
-        if self.parser.body_length > _WHOLE_BODY_MIN and not paused and not req.read_all:
-            # A big body: stop here, so that the consumer just woken may ask for the
-            # whole body before any of it is read (then it arrives in one buffer).
-            self._choosing = True
-            return True
-        return paused
 
     def _keep_alive_hint(self, hint: str | list[str]) -> None:
         """A response's ``keep-alive: timeout=N`` hint bounds how long the socket idles."""
@@ -499,33 +505,11 @@ class H1Connection:
             self.on_complete(None)
             return True
         req.raw_head = raw
-        self.blocking = False
-        if not keep_alive:
-            self.reset = True
-        elif client._pipelining:
-            hint = headers.get("keep-alive")
-            if hint is None:
-                self.keep_alive_timeout = client._opts.keep_alive_timeout
-            else:
-                self._keep_alive_hint(hint)
-        if _DEBUG_MAYBE() and _DEBUG():
-            _debug.core.debug(
-                "received response to %s %s%s - HTTP %d", req.method, client._origin.origin, req.path, status
-            )
+        self._final_head(req, status, headers, keep_alive)
         running.popleft()
         req.on_whole(handler_whole, status, headers, reason, body)
-        if self.destroyed:
-            return True  # the handler failed: the request was aborted with the connection
-        if self._remember_session is not None:
-            remember, self._remember_session = self._remember_session, None
-            remember(self.sock, self.connect_options)
-        if running:
-            method = self._expected = running[0].method
-            self.parser.expect(method)
-        elif self.reset:
-            self._stop_reading = True
-            return True
-        client._resume()
+        if not self.destroyed:  # (destroyed: the handler failed, the request was aborted)
+            self._next_response()
         return True
 
     def on_body(self, chunk: bytes) -> bool:
@@ -540,9 +524,15 @@ class H1Connection:
         if trailers and _DEBUG_MAYBE() and _DEBUG():
             _debug.core.debug("trailers received from %s %s%s", req.method, self.client._origin.origin, req.path)
         req.on_complete(trailers)
+        return self._next_response()
+
+    def _next_response(self) -> bool:
+        """After a response ended: ready for the next, or stop reading (True) if the
+        connection is to close."""
         if self._remember_session is not None:
             remember, self._remember_session = self._remember_session, None
             remember(self.sock, self.connect_options)
+        running = self.running
         if running:
             method = self._expected = running[0].method
             self.parser.expect(method)
