@@ -22,6 +22,28 @@ RESPONSE = (
 )
 
 
+class _Recorder:
+    """A dispatch handler that records its callbacks; ``done`` is set at the end."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+        self.done = gevent.event.Event()
+
+    def on_response_start(self, controller: Any, status: int, headers: Any, message: str) -> None:
+        self.calls.append(("head", status, message))
+
+    def on_response_data(self, controller: Any, chunk: bytes) -> None:
+        self.calls.append(("data", chunk))
+
+    def on_response_end(self, controller: Any, trailers: Any) -> None:
+        self.calls.append(("end", trailers))
+        self.done.set()
+
+    def on_response_error(self, controller: Any, err: BaseException) -> None:
+        self.calls.append(("error", err))
+        self.done.set()
+
+
 def _serve_in_one_write(conn: ServerConn) -> None:
     # The whole response in one send: the client reads head and body together.
     while conn.read_request() is not None:
@@ -74,33 +96,15 @@ def test_a_dispatch_handler_gets_the_usual_callbacks(make_server, make_client):
     server = make_server(_serve_in_one_write)
     client = make_client(server.origin)
 
-    class Recorder:
-        def __init__(self) -> None:
-            self.calls: list[Any] = []
-            self.done = gevent.event.Event()
-
+    class Recorder(_Recorder):
         def on_request_start(self, controller: Any, context: Any) -> None:
             self.calls.append("start")
-
-        def on_response_start(self, controller: Any, status: int, headers: Any, message: str) -> None:
-            self.calls.append(("head", status, headers["x-one"], message))
-
-        def on_response_data(self, controller: Any, chunk: bytes) -> None:
-            self.calls.append(("data", chunk))
-
-        def on_response_end(self, controller: Any, trailers: Any) -> None:
-            self.calls.append(("end", trailers))
-            self.done.set()
-
-        def on_response_error(self, controller: Any, err: BaseException) -> None:
-            self.calls.append(("error", err))
-            self.done.set()
 
     for _ in range(2):
         rec = Recorder()
         client.dispatch({"path": "/", "method": "GET"}, rec)
         assert rec.done.wait(5)
-        assert rec.calls == ["start", ("head", 200, "1", "OK"), ("data", BODY), ("end", {})]
+        assert rec.calls == ["start", ("head", 200, "OK"), ("data", BODY), ("end", {})]
 
 
 def test_a_handler_that_takes_whole_responses_gets_them_whole(make_server, make_client, monkeypatch):
@@ -122,29 +126,14 @@ def test_a_handler_that_takes_whole_responses_gets_them_whole(make_server, make_
     server = make_server(serve)
     client = make_client(server.origin)
 
-    class Whole:
-        def __init__(self) -> None:
-            self.calls: list[Any] = []
-            self.done = gevent.event.Event()
-
+    class Whole(_Recorder):
         def _on_response_whole(self, controller: Any, status: int, headers: Any, message: str, body: bytes) -> None:
             self.calls.append(("whole", status, message, body))
             self.done.set()
 
         def on_response_start(self, controller: Any, status: int, headers: Any, message: str) -> None:
-            self.calls.append(("head", status))
+            super().on_response_start(controller, status, headers, message)
             head_seen.set()
-
-        def on_response_data(self, controller: Any, chunk: bytes) -> None:
-            self.calls.append(("data", len(chunk)))
-
-        def on_response_end(self, controller: Any, trailers: Any) -> None:
-            self.calls.append("end")
-            self.done.set()
-
-        def on_response_error(self, controller: Any, err: BaseException) -> None:
-            self.calls.append(("error", err))
-            self.done.set()
 
     monkeypatch.setitem(WHOLE_RESPONSE_TAKERS, Whole, Whole._on_response_whole)
     seen = []
@@ -155,7 +144,7 @@ def test_a_handler_that_takes_whole_responses_gets_them_whole(make_server, make_
         assert handler.done.wait(5)
         seen.append(handler.calls)
     assert seen[1] == [("whole", 200, "OK", BODY)]  # a cached head, all in one read
-    assert seen[2] == [("head", 200), ("data", 100), "end"]
+    assert seen[2] == [("head", 200, "OK"), ("data", BODY), ("end", {})]
 
     class Forwarding:
         def __init__(self, inner: Whole) -> None:
@@ -167,42 +156,30 @@ def test_a_handler_that_takes_whole_responses_gets_them_whole(make_server, make_
     inner = Whole()
     client.dispatch({"path": "/", "method": "GET"}, Forwarding(inner))
     assert inner.done.wait(5)
-    assert inner.calls == [("head", 200), ("data", 100), "end"]
+    assert inner.calls == [("head", 200, "OK"), ("data", BODY), ("end", {})]
 
 
 def test_a_handler_that_pauses_at_the_head_gets_the_body_on_resume(make_server, make_client):
     server = make_server(_serve_in_one_write)
     client = make_client(server.origin)
 
-    class Pausing:
+    class Pausing(_Recorder):
         def __init__(self) -> None:
-            self.calls: list[Any] = []
+            super().__init__()
             self.controller: Any = None
             self.head = gevent.event.Event()
-            self.done = gevent.event.Event()
 
         def on_response_start(self, controller: Any, status: int, headers: Any, message: str) -> None:
-            self.calls.append("head")
+            super().on_response_start(controller, status, headers, message)
             self.controller = controller
             controller.pause()
             self.head.set()
-
-        def on_response_data(self, controller: Any, chunk: bytes) -> None:
-            self.calls.append(("data", chunk))
-
-        def on_response_end(self, controller: Any, trailers: Any) -> None:
-            self.calls.append("end")
-            self.done.set()
-
-        def on_response_error(self, controller: Any, err: BaseException) -> None:
-            self.calls.append(("error", err))
-            self.done.set()
 
     for _ in range(2):  # the second head is cached: head and body come in one step
         handler = Pausing()
         client.dispatch({"path": "/", "method": "GET"}, handler)
         assert handler.head.wait(5)
-        assert handler.calls == ["head"]  # paused: the body waits
+        assert handler.calls == [("head", 200, "OK")]  # paused: the body waits
         handler.controller.resume()
         assert handler.done.wait(5)
-        assert handler.calls == ["head", ("data", BODY), "end"]
+        assert handler.calls == [("head", 200, "OK"), ("data", BODY), ("end", {})]
