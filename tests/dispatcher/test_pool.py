@@ -339,6 +339,12 @@ def test_dispatch_error_goes_to_the_handler_and_keeps_the_client_free(make_serve
     pool.dispatch({"path": "no-slash", "method": "GET"}, bad)
     assert isinstance(bad.error, errors.InvalidArgumentError)
     assert get(pool) == b"hello"  # the one client was not left waiting for a drain
+    # Again, now that the client has served a request (and drained) once.
+    bad = Recorder()
+    pool.dispatch({"path": "no-slash", "method": "GET"}, bad)
+    assert isinstance(bad.error, errors.InvalidArgumentError)
+    assert pool.stats.free == 1
+    assert get(pool) == b"hello"
 
 
 def test_handler_without_on_response_error_gets_the_exception_raised():

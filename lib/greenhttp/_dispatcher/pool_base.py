@@ -35,6 +35,7 @@ from .. import _debug
 from .._runtime import Parker, spawn
 from ..errors import ClientClosedError, ClientDestroyedError, GreenHTTPError, InvalidArgumentError
 from .base import Dispatcher
+from .client import Client
 from .stats import PoolStats
 
 __all__ = ["PoolBase", "Member", "run_in_background"]
@@ -43,10 +44,13 @@ __all__ = ["PoolBase", "Member", "run_in_background"]
 class Member:
     """One dispatcher of a pool and the pool's bookkeeping about it."""
 
-    __slots__ = ("client", "free", "retired", "connected_at")
+    __slots__ = ("client", "free", "retired", "connected_at", "native")
 
     def __init__(self, client: Any) -> None:
         self.client = client
+        # A greenhttp Client: after its dispatch() returns False, its _need_drain
+        # says whether it is busy (it then owes a drain) or failed the request.
+        self.native = isinstance(client, Client)
         self.free = False  # on the pool's free stack
         self.retired = False  # left the pool (connection error, TTL): ignore its drains
         self.connected_at = 0.0  # loop time of its last "connect" (for client_ttl)
@@ -184,7 +188,9 @@ class PoolBase(Dispatcher):
             self._need_drain = True
             return False
         client = member.client
-        if client.dispatch(options, handler) or not client.busy:
+        if client.dispatch(options, handler) or not (
+            client._need_drain if member.native else client.busy
+        ):
             # It can take more (pipelining, HTTP/2 streams), or the request failed at once.
             member.free = True
             self._free.append(member)
