@@ -73,3 +73,21 @@ def test_a_wake_up_queued_for_a_waiter_that_is_gone_is_harmless():
     after = gevent.spawn(lambda: "still fine")
     assert after.get(timeout=5) == "still fine"
     assert parker.get() == "late"
+
+
+def test_a_greenlet_with_a_switch_out_has_it_called_as_it_parks():
+    # gevent's contract (Hub.switch): a greenlet that defines switch_out hears of
+    # each block. Greenlets without one park with a plain switch.
+    calls: list[str] = []
+
+    class Noticing(gevent.Greenlet):  # type: ignore[misc]
+        def switch_out(self) -> None:
+            calls.append("switch_out")
+
+    parker = Parker()
+    waiting = Noticing(parker.get)
+    waiting.start()
+    gevent.sleep(0)  # it parks
+    parker.set("ok")
+    assert waiting.get(timeout=5) == "ok"
+    assert calls == ["switch_out"]

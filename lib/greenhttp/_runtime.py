@@ -191,12 +191,10 @@ class Parker:
         if not self._state:
             current = self._waiter = getcurrent()
             try:
-                if timeout is None:
-                    hub = get_hub()  # (what _park does, without the call: the common wait)
-                    if current.__class__ is Reader or current is hub:
-                        hub.switch()
-                    else:
-                        _switch(hub)
+                if timeout is None and current.__class__ in _NO_SWITCH_OUT:
+                    _switch(get_hub())  # (what _park does, without the call: the common wait)
+                elif timeout is None:
+                    _park(current)
                 else:
                     with Timeout(timeout):
                         _park(current)
@@ -223,15 +221,29 @@ _switch = _greenlet.switch  # a plain greenlet switch (gevent's Hub.switch adds 
 _THROUGH_HUB: Any = object()  # Reader.wake: this read's wake-ups go through the hub, in order
 
 
+# Greenlet classes seen without a switch_out method (gevent.Greenlet, the main
+# greenlet's): a greenlet of one of them parks with a plain switch to the hub.
+_NO_SWITCH_OUT: set[type] = set()
+
+
 def _park(current: Any) -> None:
-    """Switch from ``current`` to the hub until something switches back."""
+    """Switch from ``current`` to the hub until something switches back.
+
+    gevent's ``Hub.switch`` first calls the current greenlet's ``switch_out``
+    if it has one: a :class:`Reader` hands its kept wake-up over there, and the
+    hub's own raises ``BlockingSwitchOutError`` (nothing may block in the hub).
+    Most greenlets have none, and looking for it raises and catches an
+    ``AttributeError`` every time; so a class found without one is remembered,
+    and its greenlets switch to the hub directly.
+    """
     hub = get_hub()
-    if current.__class__ is Reader or current is hub:
-        # A reader hands its kept wake-up over first (Reader.switch_out); the hub
-        # itself can't block (its switch_out raises BlockingSwitchOutError).
+    cls = current.__class__
+    if cls in _NO_SWITCH_OUT:
+        _switch(hub)
+    elif hasattr(cls, "switch_out") or hasattr(current, "switch_out"):
         hub.switch()
     else:
-        # Nothing to hand over: skip the switch_out lookup gevent's Hub.switch makes.
+        _NO_SWITCH_OUT.add(cls)
         _switch(hub)
 
 
