@@ -3,7 +3,8 @@
 Two connections whose responses arrive in the same round of the hub: the
 caller answered first writes its next request, and that request waits until
 the round is over, so that it leaves in one burst with the other caller's
-(DESIGN.md §5, docs/performance.md "Writes within a round leave in bursts").
+(docs/design.md "Measured costs shaped the I/O", docs/performance.md
+"Writes within a round leave in bursts").
 """
 
 from __future__ import annotations
