@@ -40,6 +40,7 @@ from testkit import (  # noqa: F401  (re-exported for the fixtures below)
     RecordedRequest,
     ScriptedServer,
     ServerConn,
+    die_with_parent,
     response,
     serve_forever,
     wait_for,
@@ -173,6 +174,7 @@ def nginx(tmp_path_factory):
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,
     )
     try:
         deadline = time.monotonic() + 10

@@ -22,7 +22,7 @@ import pytest
 from gevent import subprocess
 
 import greenhttp
-from testkit import ScriptedServer, ServerConn, wait_for
+from testkit import ScriptedServer, ServerConn, die_with_parent, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 WORKERS = 2
@@ -74,6 +74,7 @@ def _start(upstream: ScriptedServer, log_path: Path) -> Any:
                 "gunicorn_app:application",
             ],
             cwd=EXAMPLES, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            preexec_fn=die_with_parent,
         )
     return proc
 

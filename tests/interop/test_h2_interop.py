@@ -17,6 +17,7 @@ import pytest
 import trustme
 
 import greenhttp
+from testkit import die_with_parent
 
 MiB = 1 << 20
 
@@ -123,6 +124,7 @@ def nginx_h2(tmp_path_factory, certs):
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,
     )
     try:
         _wait_listening(proc, h2c, "nginx", tmp / "error.log")
@@ -200,6 +202,7 @@ def hypercorn(tmp_path_factory, certs):
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,
         )
     try:
         _wait_listening(proc, tls, "hypercorn", log)

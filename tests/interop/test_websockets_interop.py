@@ -22,6 +22,7 @@ import trustme
 import greenhttp
 from greenhttp import WebSocket, WebSocketStream
 from greenhttp._websocket import stream as stream_module
+from testkit import die_with_parent
 
 SERVER = Path(__file__).resolve().parent.parent / "websocket" / "ws_server.py"
 
@@ -46,6 +47,7 @@ def ws_ports(ca, tmp_path_factory):
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=die_with_parent,
     )
     try:
         line = proc.stdout.readline()

@@ -38,7 +38,7 @@ import trustme
 import greenhttp
 from greenhttp._websocket import handshake
 from greenhttp._websocket import stream as stream_module
-from testkit import WsTalk
+from testkit import WsTalk, die_with_parent
 
 WS_VERSION = "8.23.0"
 
@@ -223,6 +223,7 @@ def node_ws(tmp_path_factory):
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=die_with_parent,
     )
     try:
         line = proc.stdout.readline()
