@@ -474,25 +474,24 @@ class ResponseParser:
             # (on_whole is optional, so not in ParserSink: _takes_whole says the sink has it.)
             if sink.on_whole(status, reason, headers, raw, keep_alive, body):  # type: ignore[attr-defined]
                 return True
-            # Paused at the head: keep the body for the next feed.
-            self.bytes_read = 0
-            self._remaining = length
-            self._state = _BODY_LENGTH
-            self._buf = body
-            return False
+            return self._keep_body(length, body)
         if length:
             if sink.on_head(status, reason, headers, raw, keep_alive):
-                # Paused at the head: keep the body for the next feed.
-                self.bytes_read = 0
-                self._remaining = length
-                self._state = _BODY_LENGTH
-                self._buf = data[end:]
-                return False
+                return self._keep_body(length, data[end:])
             sink.on_body(data[end:])
         else:
             sink.on_head(status, reason, headers, raw, keep_alive)
         sink.on_complete(None)
         return True
+
+    def _keep_body(self, length: int, body: bytes) -> bool:
+        """The sink paused at a head: keep its ``length``-byte body for the next feed.
+        Returns False (not idle)."""
+        self.bytes_read = 0
+        self._remaining = length
+        self._state = _BODY_LENGTH
+        self._buf = body
+        return False
 
     def _start_body(
         self, status: int, reason: str, headers: dict[str, Any], raw: bytes, keep_alive: bool, framing: int
