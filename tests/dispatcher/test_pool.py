@@ -469,6 +469,25 @@ def test_factory_makes_the_members(make_server, make_pool):
     assert made == [(server.origin, {"keep_alive_timeout": 7.0})]
 
 
+def test_a_member_s_own_drain_listeners_still_hear_its_drains(make_server, make_pool):
+    # The pool learns of a member Client's drains through a direct hook, not an
+    # event listener; a listener the factory put on the member is still called.
+    server = make_server(serve_forever())
+    heard = []
+
+    def factory(origin, **options):
+        client = greenhttp.Client(origin, **options)
+        client.on("drain", lambda origin: heard.append(origin))
+        return client
+
+    pool = make_pool(server.origin, factory=factory, connections=1)
+    results = [gevent.spawn(get, pool, f"/{i}") for i in range(3)]  # two wait in the pool's queue
+    gevent.joinall(results, timeout=5, raise_error=True)
+    assert [g.value for g in results] == [b"hello"] * 3
+    assert heard and set(heard) == {server.origin}
+    assert pool.stats.free == 1  # and the pool took its member back each time
+
+
 def test_a_failing_factory_fails_the_request(make_pool):
     def factory(origin, **options):
         raise RuntimeError("no clients today")

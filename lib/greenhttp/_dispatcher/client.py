@@ -77,6 +77,9 @@ class Client(Dispatcher):
         self._close_parkers: list[Parker] = []
         self._connect_parkers: list[Parker] = []
         self._need_drain = False
+        # The pool that owns this client, told of a drain directly: what a "drain"
+        # listener would be told, without the event's generic dispatch (see _drain).
+        self._drain_hook: Callable[[str], Any] | None = None
         self._readers: set[Any] = set()
         self._in_resume = False
         self._error_hook = self._report_error  # bound once, given to every request
@@ -255,7 +258,15 @@ class Client(Dispatcher):
                 and not (conn.reset or conn.blocking or conn.writing)
             ):
                 self._need_drain = False
-                self.emit("drain", self._origin.origin)
+                # (What _drain does, here without the call: the common drain.)
+                hook = self._drain_hook
+                if hook is not None:
+                    try:
+                        hook(self._origin.origin)
+                    except Exception as exc:
+                        self._listener_failed("drain", exc)
+                if self._listeners.get("drain"):
+                    self.emit("drain", self._origin.origin)
                 # Done, unless a listener queued or closed meanwhile, or wrote without
                 # taking the last slot (a full connection is neither free nor idle).
                 if not (self._pending or self._closed) and (
@@ -280,7 +291,7 @@ class Client(Dispatcher):
                 return
             if self._need_drain and not self.busy:
                 self._need_drain = False
-                self.emit("drain", self._origin.origin)
+                self._drain()
                 continue
             if not pending:
                 if conn is not None and conn.idle and conn.reset and not conn.writing:
@@ -306,6 +317,17 @@ class Client(Dispatcher):
             conn.write(req)
             if len(conn.running) >= conn.max_concurrent:
                 return  # every slot taken: the next request goes when one frees up
+
+    def _drain(self) -> None:
+        """The client can take more: tell the owning pool (its ``_drain_hook``), then
+        the "drain" listeners. A failing hook is reported as a failing listener."""
+        hook = self._drain_hook
+        if hook is not None:
+            try:
+                hook(self._origin.origin)
+            except Exception as exc:
+                self._listener_failed("drain", exc)
+        self.emit("drain", self._origin.origin)
 
     # -- connections -------------------------------------------------------------------
     def _start_connect(self) -> None:

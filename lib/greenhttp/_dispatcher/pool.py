@@ -110,7 +110,8 @@ class Pool(PoolBase):
             member.free = False
             if member.retired:
                 continue
-            if member.client.closed:
+            client = member.client
+            if client._closed if member.native else client.closed:
                 self._retire(member)  # closed or destroyed from outside: replace it
                 continue
             if self._ttl and self._expired(member):

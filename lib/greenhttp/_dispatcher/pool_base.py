@@ -258,7 +258,10 @@ class PoolBase(Dispatcher):
     def _add(self, client: Any) -> Member:
         """Make ``client`` a member and forward its events."""
         member = Member(client)
-        client.on("drain", partial(self._on_drain, member))
+        if member.native:
+            client._drain_hook = partial(self._on_drain, member)  # (no event dispatch per request)
+        else:
+            client.on("drain", partial(self._on_drain, member))
         client.on("connect", partial(self._on_connect, member))
         client.on("disconnect", partial(self._on_disconnect, member))
         client.on("connectionError", partial(self._on_connection_error, member))
@@ -285,6 +288,8 @@ class PoolBase(Dispatcher):
 
         def closed(err: Any, value: Any) -> None:
             client.remove_all_listeners()  # they hold the member, which holds the client
+            if member.native:
+                client._drain_hook = None
             try:
                 self._retiring.remove(client)
             except ValueError:
