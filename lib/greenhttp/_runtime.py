@@ -177,7 +177,11 @@ class Parker:
         self._state = 1
         self._value = value
         if self._waiter is not None:
-            _wake(self)
+            reader = getcurrent()
+            if reader.__class__ is Reader and reader.wake is None:
+                reader.wake = self  # (_wake's common case, without the call: the reader keeps it)
+            else:
+                _wake(self)
 
     def set_exception(self, exc: BaseException) -> None:
         if self._state:

@@ -595,6 +595,7 @@ class H1Connection:
         # A plain socket's readiness: a Reader greenlet parks on it itself.
         park: Any = getattr(getcurrent(), "park", None)
         watcher = transport.read_watcher if park is not None else None
+        recv_ready: Any = transport.ready_recv_into if watcher is not None else None
         while not self.destroyed and not self._stop_reading:
             head = self.running[0] if self.running else None
             if head is not None and head.paused:
@@ -622,7 +623,10 @@ class H1Connection:
                 self._arm_for_wait()
                 if watcher is not None:
                     park(watcher)  # until readable: then recv_into won't wait
-                    n = transport.recv_into(view, False)
+                    try:
+                        n = recv_ready(view)
+                    except (BlockingIOError, InterruptedError):
+                        continue  # readable, and yet nothing (rare): wait again
                 else:
                     n = transport.recv_into(view, True)
             else:

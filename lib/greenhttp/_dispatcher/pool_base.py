@@ -91,6 +91,7 @@ class PoolBase(Dispatcher):
         super().__init__()
         self._origin_str = origin
         self._members: list[Member] = []
+        self._room = True  # what _has_room() says, kept current as members come and go
         self._free: list[Member] = []  # a stack; may hold retired members (skipped lazily)
         self._queue: deque[tuple[dict[str, Any], Any]] = deque()
         self._retiring: list[Any] = []  # dispatchers that left the pool and are closing
@@ -196,7 +197,7 @@ class PoolBase(Dispatcher):
             self._free.append(member)
             return True
         # The member queued the request and is busy now; its "drain" brings it back.
-        if self._free or self._has_room():
+        if self._free or self._room:
             return True
         self._need_drain = True
         return False
@@ -266,6 +267,7 @@ class PoolBase(Dispatcher):
         client.on("disconnect", partial(self._on_disconnect, member))
         client.on("connectionError", partial(self._on_connection_error, member))
         self._members.append(member)
+        self._room = self._has_room()
         return member
 
     def _retire(self, member: Member) -> None:
@@ -281,6 +283,7 @@ class PoolBase(Dispatcher):
             self._members.remove(member)
         except ValueError:
             pass
+        self._room = self._has_room()
         client = member.client
         if getattr(client, "closed", False):
             return  # already closing, or destroyed from outside: just let it go

@@ -87,6 +87,14 @@ class Transport:
         where only :meth:`recv_into` can wait (TLS and custom sockets)."""
         return self._rw
 
+    @property
+    def ready_recv_into(self) -> Any:
+        """The plain socket's own ``recv_into``, for a reader that parks on
+        :attr:`read_watcher` itself and reads once it is readable (it raises
+        ``BlockingIOError`` if nothing came after all); None with no plain socket."""
+        raw = self._raw
+        return raw.recv_into if raw is not None else None
+
     def wait_readable(self) -> None:
         """Block the calling greenlet until the socket is readable (fast path only).
 
