@@ -540,6 +540,11 @@ class H1Connection:
             self._stop_reading = True
             return True
         self.client._resume()
+        if not self.running and self._phase != _IDLE:
+            # Nothing was written meanwhile: the connection idles. (What _arm_for_wait
+            # would do before the next read, here where it becomes so.)
+            self._phase = _IDLE
+            self._deadline.set(self.keep_alive_timeout)
         return False
 
     def on_upgrade(self, rest: bytes) -> None:
@@ -620,7 +625,8 @@ class H1Connection:
                 parser.feed(data)
                 continue
             if wait_first:
-                self._arm_for_wait()
+                if self.running or self._phase != _IDLE:
+                    self._arm_for_wait()
                 if watcher is not None:
                     park(watcher)  # until readable: then recv_into won't wait
                     try:
