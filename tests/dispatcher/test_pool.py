@@ -347,6 +347,32 @@ def test_dispatch_error_goes_to_the_handler_and_keeps_the_client_free(make_serve
     assert get(pool) == b"hello"
 
 
+def test_a_queued_request_whose_handler_fails_does_not_stall_the_pool(make_server, make_pool):
+    # A queued request refused when its turn comes (a bad path), whose handler's
+    # on_response_error then raises: the error goes to the pool's "error" event,
+    # and the pool goes on serving (it used to keep its one client out of use).
+    gate = Gate()
+    server = make_server(gate)
+    pool = make_pool(server.origin, connections=1)
+    errors_seen = []
+    pool.on("error", errors_seen.append)
+
+    class Raising:
+        def on_response_error(self, controller, err):
+            raise RuntimeError("handler bug")
+
+    first = gevent.spawn(get, pool, "/first")
+    wait_for(lambda: gate.seen, what="the first request at the server")
+    assert pool.dispatch({"path": "no-slash", "method": "GET"}, Raising()) is False  # queued
+    gate.opened.set()
+    assert first.get(timeout=5) == b"/first"
+    wait_for(lambda: errors_seen, what="the handler's error")
+    assert [str(e) for e in errors_seen] == ["handler bug"]
+    with gevent.Timeout(5):
+        assert get(pool, "/next") == b"/next"
+    assert pool.stats.free == 1
+
+
 def test_handler_without_on_response_error_gets_the_exception_raised():
     pool = greenhttp.Pool("http://127.0.0.1:1")
     pool.close()

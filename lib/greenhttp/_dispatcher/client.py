@@ -258,15 +258,7 @@ class Client(Dispatcher):
                 and not (conn.reset or conn.blocking or conn.writing)
             ):
                 self._need_drain = False
-                # (What _drain does, here without the call: the common drain.)
-                hook = self._drain_hook
-                if hook is not None:
-                    try:
-                        hook(self._origin.origin)
-                    except Exception as exc:
-                        self._listener_failed("drain", exc)
-                if self._listeners.get("drain"):
-                    self.emit("drain", self._origin.origin)
+                self._drain()
                 # Done, unless a listener queued or closed meanwhile, or wrote without
                 # taking the last slot (a full connection is neither free nor idle).
                 if not (self._pending or self._closed) and (
@@ -327,7 +319,8 @@ class Client(Dispatcher):
                 hook(self._origin.origin)
             except Exception as exc:
                 self._listener_failed("drain", exc)
-        self.emit("drain", self._origin.origin)
+        if self._listeners.get("drain"):
+            self.emit("drain", self._origin.origin)
 
     # -- connections -------------------------------------------------------------------
     def _start_connect(self) -> None:

@@ -225,7 +225,14 @@ class PoolBase(Dispatcher):
         client = member.client
         while queue:
             options, handler = queue.popleft()
-            if not client.dispatch(options, handler) and client.busy:
+            try:
+                taken = client.dispatch(options, handler)
+            except Exception as exc:
+                # Refused at once, and the handler's on_response_error raised (or it has
+                # none): that request is over. Report it and go on with the queue.
+                self._unhandled(exc)
+                continue
+            if not taken and client.busy:
                 return False
         return True
 
@@ -252,8 +259,13 @@ class PoolBase(Dispatcher):
                 raise err
             on_error(None, err)
         except Exception as exc:
-            if not self.emit("error", exc):
-                _debug.core.error("greenhttp: unhandled request error: %r", exc)
+            self._unhandled(exc)
+
+    def _unhandled(self, exc: Exception) -> None:
+        """A handler raised where nobody can take the error: the pool's ``error``
+        event gets it, or the log when nobody listens."""
+        if not self.emit("error", exc):
+            _debug.core.error("greenhttp: unhandled request error: %r", exc)
 
     # -- members ---------------------------------------------------------------------------
     def _add(self, client: Any) -> Member:
