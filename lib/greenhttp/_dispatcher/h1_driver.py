@@ -118,6 +118,7 @@ class H1Connection:
         # Where the reader's writes wait for the end of the hub's round (see _send); only
         # plain sockets, whose sends never block.
         self._round = round_queue() if self.transport.fast else None
+        self._plain_send = self.transport.ready_send  # None: send through the transport
         self._ready = ready_gauge()  # .pendingcnt: ready sockets left in the hub's round
         self._corked: bytes | None = None  # written, not yet sent
         self._expected = "GET"  # the method the parser was last told to expect (its default)
@@ -266,8 +267,11 @@ class H1Connection:
             self._send_now(data)
 
     def _send_now(self, data: bytes) -> None:
+        send = self._plain_send
         try:
-            sent = self.transport.try_send(data)
+            sent = send(data) if send is not None else self.transport.try_send(data)
+        except BlockingIOError:
+            sent = 0  # full: the writer greenlet below sends it all
         except OSError as exc:
             self._fail_write(exc)
             return

@@ -95,6 +95,13 @@ class Transport:
         raw = self._raw
         return raw.recv_into if raw is not None else None
 
+    @property
+    def ready_send(self) -> Any:
+        """The plain socket's own ``send``: sends what fits now, raises
+        ``BlockingIOError`` when nothing does; None with no plain socket."""
+        raw = self._raw
+        return raw.send if raw is not None else None
+
     def wait_readable(self) -> None:
         """Block the calling greenlet until the socket is readable (fast path only).
 
