@@ -83,7 +83,7 @@ class Transport:
     @property
     def read_watcher(self) -> Any:
         """What a :class:`~greenhttp._runtime.Reader` parks on until the socket is
-        readable (``reader.park(watcher)``, then ``recv_into(buf, False)``); None
+        readable (``reader.park(watcher)``, then :attr:`ready_recv_into`); None
         where only :meth:`recv_into` can wait (TLS and custom sockets)."""
         return self._rw
 
