@@ -15,7 +15,7 @@ import gevent
 import gevent.event
 import gevent.lock
 import gevent.queue
-from gevent import GreenletExit, Timeout, get_hub, getcurrent, sleep, spawn
+from gevent import GreenletExit, Timeout, get_hub, getcurrent, spawn
 from greenlet import greenlet as _greenlet
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "spawn_raw",
     "spawn_reader",
     "start_timer",
+    "timer_seconds",
 ]
 
 Event = gevent.event.Event
@@ -49,6 +50,21 @@ AsyncResult = gevent.event.AsyncResult
 Semaphore = gevent.lock.Semaphore
 Queue = gevent.queue.Queue
 spawn_raw = gevent.spawn_raw
+
+# gevent's libuv loop (its default on Windows; GEVENT_LOOP=libuv elsewhere) counts
+# time in whole milliseconds and warns about any shorter timer. Node's timers have
+# the same 1 ms floor. So every timer here lasts at least that long.
+TIMER_FLOOR = 0.001
+
+
+def timer_seconds(seconds: float) -> float:
+    """``seconds``, raised to :data:`TIMER_FLOOR` when it is positive but shorter."""
+    return TIMER_FLOOR if 0 < seconds < TIMER_FLOOR else seconds
+
+
+def sleep(seconds: float = 0) -> None:
+    """Block the calling greenlet for ``seconds`` (at least 1 ms unless 0)."""
+    gevent.sleep(timer_seconds(seconds))
 
 
 def call_soon(fn: Callable[..., Any], *args: Any) -> None:
@@ -146,7 +162,7 @@ def kill(greenlet: Any, exception: Any = GreenletExit) -> None:
 def start_timer(seconds: float, callback: Callable[..., Any], *args: Any) -> Any:
     """A one-shot timer calling ``callback(*args)`` from the hub; ``.close()`` cancels it."""
     # ref=True: a greenlet parked on what the timer will do must keep the loop alive.
-    timer = get_hub().loop.timer(seconds)
+    timer = get_hub().loop.timer(timer_seconds(seconds))
     timer.start(callback, *args)
     return timer
 
@@ -200,7 +216,7 @@ class Parker:
                 elif timeout is None:
                     _park(current)
                 else:
-                    with Timeout(timeout):
+                    with Timeout(timer_seconds(timeout)):
                         _park(current)
             finally:
                 self._waiter = None
@@ -377,7 +393,7 @@ class Deadline:
 
     def _arm(self, seconds: float, due: float) -> None:
         self._due = due
-        timer = self._timer = self._loop.timer(seconds, ref=False)
+        timer = self._timer = self._loop.timer(timer_seconds(seconds), ref=False)
         timer.start(self._fire)
 
     def _fire(self) -> None:

@@ -48,6 +48,7 @@ from typing import Any
 import gevent
 from gevent import socket as gsocket
 
+from .._runtime import timer_seconds
 from ..errors import ConnectTimeoutError, InvalidArgumentError
 from . import happy_eyeballs as he
 from .tls import SessionCache, TLSConfig, alpn_protocols, is_resumable, start_tls
@@ -279,7 +280,7 @@ class Connector:
         socket_path = options.get("socket_path") or self.socket_path
         attempted: list[str] = []
 
-        timer = gevent.Timeout(self.timeout) if self.timeout > 0 else None
+        timer = gevent.Timeout(timer_seconds(self.timeout)) if self.timeout > 0 else None
         if timer is not None:
             timer.start()
         try:
