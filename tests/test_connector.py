@@ -29,6 +29,7 @@ from greenhttp._net import happy_eyeballs as he
 from greenhttp._net.connector import Connector, build_connector, socket_info
 from greenhttp._net.tls import SessionCache
 from greenhttp.errors import ConnectTimeoutError, InvalidArgumentError
+from testkit import wait_for
 
 # --------------------------------------------------------------------------- helpers
 
@@ -330,12 +331,14 @@ def test_refused_raises_oserror_and_leaks_nothing() -> None:
 def test_callback_contract(tcp_server: Server) -> None:
     c = build_connector()
     calls: list[tuple[Any, Any]] = []
+    before = open_fds()
     sock = c(http(tcp_server.port), lambda err, s: calls.append((err, s)))
     assert len(calls) == 1 and calls[0][0] is None and calls[0][1] is sock
     sock.close()
+    # (On gevent's libuv loop the descriptor may close one loop pass later.)
+    wait_for(lambda: open_fds() == before, what="the socket's descriptor to close")
 
     calls.clear()
-    before = open_fds()
     assert c(http(refused_port()), lambda err, s: calls.append((err, s))) is None
     assert len(calls) == 1
     assert isinstance(calls[0][0], ConnectionRefusedError) and calls[0][1] is None

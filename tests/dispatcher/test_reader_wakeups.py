@@ -4,6 +4,8 @@ connection stays up."""
 
 from __future__ import annotations
 
+import pytest
+
 from testkit import serve_forever, wait_for
 
 
@@ -14,6 +16,8 @@ def test_a_reader_woken_with_nothing_to_read_waits_again(make_server, make_clien
     conn = client._conn
     watcher = conn.transport.read_watcher
     assert watcher is not None and watcher.active  # the idle reader is parked on it
+    if not hasattr(watcher, "feed"):
+        pytest.skip("only libev's watchers can be fed a readiness that did not happen")
     watcher.feed(1, watcher.callback)  # "readable", though nothing came
     assert watcher.pending
     wait_for(lambda: not watcher.pending, what="the hub to wake the reader")

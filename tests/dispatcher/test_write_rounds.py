@@ -39,8 +39,9 @@ def _has_bytes(sock: gevent.socket.socket) -> bool:
 
 
 def test_a_caller_answered_mid_round_sends_its_next_request_after_the_round():
-    if not hasattr(gevent.get_hub().loop, "pendingcnt"):
-        pytest.skip("this gevent loop cannot count ready watchers (libuv): requests go out at once")
+    if "libev" not in type(gevent.get_hub().loop).__module__:
+        # (libuv's loop has a pendingcnt, but it always reads 0.)
+        pytest.skip("only libev counts the ready watchers of a round: on libuv requests go out at once")
     assert ready_gauge().pendingcnt == 0  # not inside a round here
     listener = gevent.socket.socket(stdsocket.AF_INET, stdsocket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))

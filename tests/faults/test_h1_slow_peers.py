@@ -65,7 +65,7 @@ def test_a_head_trickled_past_max_header_size_is_refused(make_server, make_clien
     """A head that never ends is bounded by max_header_size, whatever the pace (the
     generous headers_timeout here leaves the size limit to end it)."""
     server = make_server(
-        first_request_faulty(trickle(b"HTTP/1.1 200 OK\r\nX: " + b"a" * 600, 0.0005))
+        first_request_faulty(trickle(b"HTTP/1.1 200 OK\r\nX: " + b"a" * 600, 0.001))
     )
     client = make_client(
         server.origin, **{**OPTIONS, "max_header_size": 256, "headers_timeout": 10}
