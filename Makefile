@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo lint bench soak fuzz docs clean system-deps
+.PHONY: test test-libuv demo lint bench soak fuzz docs clean system-deps
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ system-deps:
 
 test: $(STAMP) system-deps
 	$(PY) -m pytest -q
+
+# The same suite on gevent's libuv loop (its default on Windows); CI runs both.
+test-libuv: $(STAMP) system-deps
+	GEVENT_LOOP=libuv $(PY) -m pytest -q
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
