@@ -629,7 +629,11 @@ class H1Connection:
                 parser.feed(data)
                 continue
             if wait_first:
-                if self.running or self._phase != _IDLE:
+                if head is None:
+                    if self._phase != _IDLE:
+                        self._arm_for_wait()
+                elif head is not self._armed_for or self._phase != _HEADERS or head is self._final_head_for:
+                    # (Otherwise the head's headers_timeout, armed as it was written, runs.)
                     self._arm_for_wait()
                 if watcher is not None:
                     park(watcher)  # until readable: then recv_into won't wait

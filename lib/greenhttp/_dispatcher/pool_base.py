@@ -232,7 +232,9 @@ class PoolBase(Dispatcher):
                 # none): that request is over. Report it and go on with the queue.
                 self._unhandled(exc)
                 continue
-            if not taken and client.busy:
+            # (A native Client refusing for want of room says so in _need_drain,
+            # which is clear while it is free or draining, as here.)
+            if not taken and (client._need_drain if member.native else client.busy):
                 return False
         return True
 
