@@ -12,33 +12,26 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 _SCRIPT = """
 import gevent
-from gevent.server import StreamServer
 
 import greenhttp
 from greenhttp import AbortSignal, errors
+from testkit import ScriptedServer
 
 print("loop:", type(gevent.get_hub().loop).__module__)
 
 
-def handle(sock, addr):
-    buf = b""
-    while True:
-        data = sock.recv(65536)
-        if not data:
-            return
-        buf += data
-        while b"\\r\\n\\r\\n" in buf:
-            head, _, buf = buf.partition(b"\\r\\n\\r\\n")
-            if b" /silent " not in head:
-                sock.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
+def handle(conn):
+    while (req := conn.read_request()) is not None:
+        if req.target != "/silent":
+            conn.respond(b"ok")
 
 
-server = StreamServer(("127.0.0.1", 0), handle)
-server.start()
-origin = f"http://127.0.0.1:{server.server_port}"
+server = ScriptedServer(handle)
+origin = server.origin
 with gevent.Timeout(10):
     with greenhttp.Client(origin, headers_timeout=0.0002) as client:
         try:
@@ -64,7 +57,8 @@ print("done")
 
 
 def test_sub_millisecond_timeouts_fire_without_warnings_on_libuv():
-    env = {**os.environ, "GEVENT_LOOP": "libuv"}
+    paths = [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")]  # testkit, then the rest
+    env = {**os.environ, "GEVENT_LOOP": "libuv", "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     proc = subprocess.run(
         [sys.executable, "-W", "error", "-c", textwrap.dedent(_SCRIPT)],
         capture_output=True,
