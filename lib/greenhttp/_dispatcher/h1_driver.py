@@ -40,6 +40,7 @@ from .._runtime import (
 )
 from ..errors import (
     BodyTimeoutError,
+    GreenHTTPError,
     HeadersTimeoutError,
     InformationalError,
     RequestContentLengthMismatchError,
@@ -272,7 +273,7 @@ class H1Connection:
             sent = send(data) if send is not None else self.transport.try_send(data)
         except BlockingIOError:
             sent = 0  # full: the writer greenlet below sends it all
-        except OSError as exc:
+        except Exception as exc:  # OSError, or whatever a custom socket raises
             self._fail_write(exc)
             return
         if sent < len(data):
@@ -282,7 +283,7 @@ class H1Connection:
     def _write_rest(self, data: bytes) -> None:
         try:
             self.transport.sendall(data)
-        except OSError as exc:
+        except Exception as exc:
             self._fail_write(exc)
             return
         self._write_done()
@@ -307,7 +308,7 @@ class H1Connection:
                 self._write_stream(req, head, stream)
         except GreenletExit:
             return
-        except (OSError, RequestContentLengthMismatchError) as exc:
+        except Exception as exc:  # the socket failed (OSError, or a custom socket's own), or a length mismatch
             self._fail_write(exc)
             return
         self._write_done()
@@ -366,12 +367,16 @@ class H1Connection:
         self.client._resume()
 
     def _fail_write(self, exc: BaseException) -> None:
+        """A write failed: the connection ends with that error. Whatever the socket
+        raised (an OSError, or anything a custom socket raises) becomes a SocketError."""
         self.writing = False
         self._writer = None
         if isinstance(exc, RequestContentLengthMismatchError) and self.running:
             # The server must never see a body that disagrees with its length.
             self.running[-1].on_error(exc)
-        self.destroy(exc if not isinstance(exc, OSError) else SocketError(str(exc), cause=exc))
+        if not isinstance(exc, GreenHTTPError):
+            exc = SocketError(str(exc) or exc.__class__.__name__, self._socket_info(), cause=exc)
+        self.destroy(exc)
 
     # -- timers -----------------------------------------------------------------
     def _arm(self, phase: int, req: Request | None) -> None:

@@ -273,7 +273,7 @@ class H2Connection:
         if transport.fast:
             try:
                 sent = transport.try_send(data)
-            except OSError as exc:
+            except Exception as exc:
                 self._write_failed(exc)
                 return
             if sent == len(data):
@@ -287,7 +287,7 @@ class H2Connection:
             while data:
                 self.transport.sendall(data)
                 data = self.session.data_to_send()
-        except OSError as exc:
+        except Exception as exc:  # OSError, or whatever a custom socket raises
             self._writer = None
             self._write_failed(exc)
         except GreenletExit:
@@ -295,7 +295,7 @@ class H2Connection:
         finally:
             self._writer = None
 
-    def _write_failed(self, exc: OSError) -> None:
+    def _write_failed(self, exc: Exception) -> None:
         self.destroy(SocketError(str(exc) or exc.__class__.__name__, self._socket_info(), cause=exc))
 
     # -- timers --------------------------------------------------------------------------------

@@ -1,0 +1,99 @@
+"""A socket from a custom connector (``connect=``) that fails a write with
+something other than an ``OSError`` ends the request with a ``SocketError``
+(the socket's own exception as its cause), on HTTP/1.1 and HTTP/2: never a
+hang, and the client connects afresh for the next request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gevent
+import pytest
+
+from greenhttp._net.connector import build_connector
+from greenhttp.errors import SocketError
+from h2_support.h2server import serve_ok
+from testkit import serve_forever
+
+pytest_plugins = ["h2_support.fixtures"]
+
+
+class BrokenWrapper(RuntimeError):
+    """What the wrapping socket raises (not an OSError)."""
+
+
+class FailingSends:
+    """A connected gevent socket whose ``sendall`` raises :class:`BrokenWrapper`
+    from its ``fail_from``-th call on (0: never); everything else is the socket's."""
+
+    def __init__(self, sock: Any, fail_from: int) -> None:
+        self._sock = sock
+        self._fail_from = fail_from
+        self.sends = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+    def sendall(self, data: Any) -> None:
+        self.sends += 1
+        if self._fail_from and self.sends >= self._fail_from:
+            raise BrokenWrapper("the wrapper broke")
+        self._sock.sendall(data)
+
+
+def wrapping_connector(fail_from: list[int]) -> Any:
+    """A connector whose n-th socket fails from send ``fail_from[n]`` on (0: never)."""
+    base = build_connector()
+    made: list[FailingSends] = []
+
+    def connect(options: dict[str, Any], callback: Any) -> None:
+        def done(err: Any, sock: Any = None) -> None:
+            if err is not None:
+                callback(err, None)
+                return
+            made.append(FailingSends(sock, fail_from[len(made)]))
+            callback(None, made[-1])
+
+        base(options, done)
+
+    connect.made = made  # type: ignore[attr-defined]
+    return connect
+
+
+def _fails_with_the_wrapper_as_cause(call: Any) -> None:
+    with gevent.Timeout(5, AssertionError("the failed write left the request hanging")):
+        with pytest.raises(SocketError) as info:
+            call()
+    assert isinstance(info.value.__cause__, BrokenWrapper)
+
+
+def test_h1_the_first_write_failing(make_server: Any, make_client: Any) -> None:
+    server = make_server(serve_forever(b"ok"))
+    connect = wrapping_connector([1, 0])
+    client = make_client(server.origin, connect=connect)
+    _fails_with_the_wrapper_as_cause(lambda: client.request(path="/first"))
+    with gevent.Timeout(5):
+        assert client.request(path="/next").body.bytes() == b"ok"  # on a new connection
+    assert len(connect.made) == 2
+
+
+def test_h1_a_later_write_failing_on_a_kept_alive_connection(make_server: Any, make_client: Any) -> None:
+    server = make_server(serve_forever(b"ok"))
+    connect = wrapping_connector([2, 0])
+    client = make_client(server.origin, connect=connect)
+    with gevent.Timeout(5):
+        assert client.request(path="/first").body.bytes() == b"ok"
+    _fails_with_the_wrapper_as_cause(lambda: client.request(path="/second"))
+    with gevent.Timeout(5):
+        assert client.request(path="/third").body.bytes() == b"ok"
+    assert len(connect.made) == 2
+
+
+def test_h2c_a_write_failing(make_h2_server: Any, make_h2c: Any) -> None:
+    server = make_h2_server(serve_ok)
+    connect = wrapping_connector([1, 0])
+    client = make_h2c(server.origin, connect=connect)
+    _fails_with_the_wrapper_as_cause(lambda: client.request(path="/first"))
+    with gevent.Timeout(5):
+        assert client.request(path="/next").body.bytes() == b"ok /next"
+    assert len(connect.made) == 2
