@@ -10,54 +10,11 @@ from typing import Any
 import gevent
 import pytest
 
-from greenhttp._net.connector import build_connector
 from greenhttp.errors import SocketError
 from h2_support.h2server import serve_ok
-from testkit import serve_forever
+from testkit import BrokenWrapper, serve_forever, wrapping_connector
 
 pytest_plugins = ["h2_support.fixtures"]
-
-
-class BrokenWrapper(RuntimeError):
-    """What the wrapping socket raises (not an OSError)."""
-
-
-class FailingSends:
-    """A connected gevent socket whose ``sendall`` raises :class:`BrokenWrapper`
-    from its ``fail_from``-th call on (0: never); everything else is the socket's."""
-
-    def __init__(self, sock: Any, fail_from: int) -> None:
-        self._sock = sock
-        self._fail_from = fail_from
-        self.sends = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sock, name)
-
-    def sendall(self, data: Any) -> None:
-        self.sends += 1
-        if self._fail_from and self.sends >= self._fail_from:
-            raise BrokenWrapper("the wrapper broke")
-        self._sock.sendall(data)
-
-
-def wrapping_connector(fail_from: list[int]) -> Any:
-    """A connector whose n-th socket fails from send ``fail_from[n]`` on (0: never)."""
-    base = build_connector()
-    made: list[FailingSends] = []
-
-    def connect(options: dict[str, Any], callback: Any) -> None:
-        def done(err: Any, sock: Any = None) -> None:
-            if err is not None:
-                callback(err, None)
-                return
-            made.append(FailingSends(sock, fail_from[len(made)]))
-            callback(None, made[-1])
-
-        base(options, done)
-
-    connect.made = made  # type: ignore[attr-defined]
-    return connect
 
 
 def _fails_with_the_wrapper_as_cause(call: Any) -> None:

@@ -53,7 +53,7 @@ from .._abort import AbortController
 from .._api.request import bind_signal
 from .._net.stream import Transport, UpgradedSocket
 from .._runtime import Parker, getcurrent, kill, spawn, start_timer
-from ..errors import GreenHTTPError, MessageSizeExceededError, WebSocketError
+from ..errors import MessageSizeExceededError, WebSocketError
 from . import handshake
 from .handshake import InboundPolicy, Negotiated, Target, limits_of
 
@@ -124,9 +124,10 @@ def encode_frame(opcode: int, payload: bytes) -> bytes:
     return head + key + buf
 
 
-#: What a lost connection raises: socket errors, and over HTTP/2 the tunnel's
-#: errors (its connection failed, or its client was closed or destroyed).
-_LOST = (OSError, GreenHTTPError)
+#: What a lost connection raises: socket errors, over HTTP/2 the tunnel's errors
+#: (its connection failed, or its client was closed or destroyed), and whatever
+#: a custom connector's own socket object raises: any Exception.
+_LOST = Exception
 
 
 def valid_close_code(code: int) -> bool:
