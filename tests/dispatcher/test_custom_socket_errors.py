@@ -54,3 +54,19 @@ def test_h2c_a_write_failing(make_h2_server: Any, make_h2c: Any) -> None:
     with gevent.Timeout(5):
         assert client.request(path="/next").body.bytes() == b"ok /next"
     assert len(connect.made) == 2
+
+
+def test_h1_a_streamed_body_s_write_failing(make_server: Any, make_client: Any) -> None:
+    """The socket failing between two pieces of a streamed body is a failed write,
+    not an error of the body's iterator."""
+    server = make_server(serve_forever(b"ok"))
+    connect = wrapping_connector([2, 0])  # the head goes out, the first piece fails
+    client = make_client(server.origin, connect=connect)
+
+    def body() -> Any:
+        yield b"a" * 10
+        yield b"b" * 10
+
+    _fails_with_the_wrapper_as_cause(lambda: client.request(path="/up", method="POST", body=body()))
+    with gevent.Timeout(5):
+        assert client.request(path="/next").body.bytes() == b"ok"

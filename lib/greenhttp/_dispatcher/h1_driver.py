@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["H1Connection"]
 
 _KEEP_ALIVE_HINT = re.compile(r"timeout=(\d+)")
+_NO_MORE: Any = object()  # a request body iterator's end
 _BIG_READ = 1 << 22  # read a known-length body straight into one buffer up to 4 MiB
 _WHOLE_BODY_MIN = 1 << 16  # ... when more than 64 KiB of it is left
 _HOLD_READS = 1 << 18  # ... waking the reader once per 256 KiB of it, not once per TCP segment
@@ -323,27 +324,32 @@ class H1Connection:
         if head:
             transport.sendall(head)
         written = 0
-        try:
-            for item in stream.chunks:
+        chunks = iter(stream.chunks)
+        while True:
+            try:
+                item = next(chunks, _NO_MORE)
+                if item is _NO_MORE:
+                    break
                 if req.done:
                     return
                 chunk = to_bytes_chunk(item)
-                if not chunk:
-                    continue
-                written += len(chunk)
-                if declared is not None and written > declared:
-                    raise RequestContentLengthMismatchError()
-                self._writing_progress(req)
-                if chunked:
-                    transport.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                else:
-                    transport.sendall(chunk)
-        except (OSError, RequestContentLengthMismatchError, GreenletExit):
-            raise
-        except Exception as exc:
-            # The body iterator raised: the request fails with that error.
-            req.abort(exc)
-            raise GreenletExit() from exc
+            except GreenletExit:
+                raise
+            except Exception as exc:
+                # The body iterator raised (or gave something that is not bytes): the
+                # request fails with that error. (What the socket raises is a failed write.)
+                req.abort(exc)
+                raise GreenletExit() from exc
+            if not chunk:
+                continue
+            written += len(chunk)
+            if declared is not None and written > declared:
+                raise RequestContentLengthMismatchError()
+            self._writing_progress(req)
+            if chunked:
+                transport.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            else:
+                transport.sendall(chunk)
         if declared is not None and written != declared:
             raise RequestContentLengthMismatchError()
         if chunked:
