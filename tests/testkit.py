@@ -272,38 +272,50 @@ class BrokenWrapper(RuntimeError):
     """What the wrapping socket raises (not an OSError)."""
 
 
-class FailingSends:
+class FailingSocket:
     """A connected gevent socket whose ``sendall`` raises :class:`BrokenWrapper`
-    from its ``fail_from``-th call on (0: never); everything else is the socket's."""
+    from its ``fail_from``-th call on (0: never), or with ``reads=True`` its
+    ``recv_into``; everything else is the socket's."""
 
-    def __init__(self, sock: Any, fail_from: int) -> None:
+    def __init__(self, sock: Any, fail_from: int, reads: bool = False) -> None:
         self._sock = sock
         self._fail_from = fail_from
-        self.sends = 0
+        self._reads = reads
+        self.calls = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)
 
-    def sendall(self, data: Any) -> None:
-        self.sends += 1
-        if self._fail_from and self.sends >= self._fail_from:
+    def _count(self) -> None:
+        self.calls += 1
+        if self._fail_from and self.calls >= self._fail_from:
             raise BrokenWrapper("the wrapper broke")
+
+    def sendall(self, data: Any) -> None:
+        if not self._reads:
+            self._count()
         self._sock.sendall(data)
 
+    def recv_into(self, buffer: Any, *args: Any) -> int:
+        if self._reads:
+            self._count()
+        return int(self._sock.recv_into(buffer, *args))
 
-def wrapping_connector(fail_from: list[int]) -> Any:
-    """A connector whose n-th socket fails from send ``fail_from[n]`` on (0: never)."""
+
+def wrapping_connector(fail_from: list[int], reads: bool = False) -> Any:
+    """A connector whose n-th socket fails from call ``fail_from[n]`` on (0: never)
+    of its ``sendall``, or with ``reads=True`` of its ``recv_into``."""
     from greenhttp._net.connector import build_connector
 
     base = build_connector()
-    made: list[FailingSends] = []
+    made: list[FailingSocket] = []
 
     def connect(options: dict[str, Any], callback: Any) -> None:
         def done(err: Any, sock: Any = None) -> None:
             if err is not None:
                 callback(err, None)
                 return
-            made.append(FailingSends(sock, fail_from[len(made)]))
+            made.append(FailingSocket(sock, fail_from[len(made)], reads))
             callback(None, made[-1])
 
         base(options, done)

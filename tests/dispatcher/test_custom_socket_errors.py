@@ -1,5 +1,5 @@
-"""A socket from a custom connector (``connect=``) that fails a write with
-something other than an ``OSError`` ends the request with a ``SocketError``
+"""A socket from a custom connector (``connect=``) that fails a write or a read
+with something other than an ``OSError`` ends the request with a ``SocketError``
 (the socket's own exception as its cause), on HTTP/1.1 and HTTP/2: never a
 hang, and the client connects afresh for the next request."""
 
@@ -70,3 +70,21 @@ def test_h1_a_streamed_body_s_write_failing(make_server: Any, make_client: Any) 
     _fails_with_the_wrapper_as_cause(lambda: client.request(path="/up", method="POST", body=body()))
     with gevent.Timeout(5):
         assert client.request(path="/next").body.bytes() == b"ok"
+
+
+def test_h1_a_read_failing(make_server: Any, make_client: Any) -> None:
+    server = make_server(serve_forever(b"ok"))
+    connect = wrapping_connector([1, 0], reads=True)
+    client = make_client(server.origin, connect=connect)
+    _fails_with_the_wrapper_as_cause(lambda: client.request(path="/first"))
+    with gevent.Timeout(5):
+        assert client.request(path="/next").body.bytes() == b"ok"
+
+
+def test_h2c_a_read_failing(make_h2_server: Any, make_h2c: Any) -> None:
+    server = make_h2_server(serve_ok)
+    connect = wrapping_connector([1, 0], reads=True)
+    client = make_h2c(server.origin, connect=connect)
+    _fails_with_the_wrapper_as_cause(lambda: client.request(path="/first"))
+    with gevent.Timeout(5):
+        assert client.request(path="/next").body.bytes() == b"ok /next"

@@ -593,10 +593,10 @@ class H1Connection:
                     break
         except GreenletExit:
             err = self._error or InformationalError("destroyed")
-        except OSError as exc:
-            err = SocketError(str(exc) or exc.__class__.__name__, self._socket_info(), cause=exc)
-        except Exception as exc:  # parser errors, size limits
+        except GreenHTTPError as exc:  # parser errors, size limits
             err = exc
+        except Exception as exc:  # OSError, or whatever a custom socket raises
+            err = SocketError(str(exc) or exc.__class__.__name__, self._socket_info(), cause=exc)
         finally:
             self.reader = None
         if self._detached:

@@ -66,6 +66,7 @@ from .._runtime import GreenletExit, call_soon, getcurrent, kill, now, spawn
 from ..errors import (
     BodyTimeoutError,
     ClientDestroyedError,
+    GreenHTTPError,
     HeadersOverflowError,
     HeadersTimeoutError,
     InformationalError,
@@ -389,12 +390,12 @@ class H2Connection:
                 self._flush()
         except GreenletExit:
             err = self._error or InformationalError("destroyed")
-        except OSError as exc:
-            err = SocketError(str(exc) or exc.__class__.__name__, self._socket_info(), cause=exc)
         except ProtocolError as exc:
             err = SocketError(f"HTTP/2 protocol error: {exc}", self._socket_info(), cause=exc)
-        except Exception as exc:
+        except GreenHTTPError as exc:
             err = exc
+        except Exception as exc:  # OSError, or whatever a custom socket raises
+            err = SocketError(str(exc) or exc.__class__.__name__, self._socket_info(), cause=exc)
         finally:
             self.reader = None
         self._finish(self._error or err or InformationalError("reset"))
