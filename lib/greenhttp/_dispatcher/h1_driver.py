@@ -23,7 +23,7 @@ from .. import _debug
 from .._core.body import StreamBody, to_bytes_chunk
 from .._core.h1 import ResponseParser
 from .._core.request import EXPECTS_PAYLOAD, REQUEST_DONE, WHOLE_RESPONSE_TAKERS, Request
-from .._net.connector import socket_info
+from .._net.connector import socket_failure, socket_info
 from .._net.stream import Transport, UpgradedSocket
 from .._runtime import (
     Deadline,
@@ -381,7 +381,7 @@ class H1Connection:
             # The server must never see a body that disagrees with its length.
             self.running[-1].on_error(exc)
         if not isinstance(exc, GreenHTTPError):
-            exc = SocketError(str(exc) or exc.__class__.__name__, self._socket_info(), cause=exc)
+            exc = socket_failure(exc, self.sock)
         self.destroy(exc)
 
     # -- timers -----------------------------------------------------------------
@@ -596,7 +596,7 @@ class H1Connection:
         except GreenHTTPError as exc:  # parser errors, size limits
             err = exc
         except Exception as exc:  # OSError, or whatever a custom socket raises
-            err = SocketError(str(exc) or exc.__class__.__name__, self._socket_info(), cause=exc)
+            err = socket_failure(exc, self.sock)
         finally:
             self.reader = None
         if self._detached:

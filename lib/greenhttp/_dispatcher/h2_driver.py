@@ -60,7 +60,7 @@ from .._core.h2 import (
     error_name,
 )
 from .._core.request import EXPECTS_PAYLOAD, Request
-from .._net.connector import socket_info
+from .._net.connector import socket_failure, socket_info
 from .._net.stream import Transport
 from .._runtime import GreenletExit, call_soon, getcurrent, kill, now, spawn
 from ..errors import (
@@ -297,7 +297,7 @@ class H2Connection:
             self._writer = None
 
     def _write_failed(self, exc: Exception) -> None:
-        self.destroy(SocketError(str(exc) or exc.__class__.__name__, self._socket_info(), cause=exc))
+        self.destroy(socket_failure(exc, self.sock))
 
     # -- timers --------------------------------------------------------------------------------
     def _on_deadline(self) -> None:
@@ -395,7 +395,7 @@ class H2Connection:
         except GreenHTTPError as exc:
             err = exc
         except Exception as exc:  # OSError, or whatever a custom socket raises
-            err = SocketError(str(exc) or exc.__class__.__name__, self._socket_info(), cause=exc)
+            err = socket_failure(exc, self.sock)
         finally:
             self.reader = None
         self._finish(self._error or err or InformationalError("reset"))

@@ -49,7 +49,7 @@ import gevent
 from gevent import socket as gsocket
 
 from .._runtime import timer_seconds
-from ..errors import ConnectTimeoutError, InvalidArgumentError
+from ..errors import ConnectTimeoutError, InvalidArgumentError, SocketError
 from . import happy_eyeballs as he
 from .tls import SessionCache, TLSConfig, alpn_protocols, is_resumable, start_tls
 
@@ -143,6 +143,12 @@ def socket_info(sock: Any) -> dict[str, Any]:
         else:
             info[f"{prefix}_address"] = os.fsdecode(addr) if addr else None
     return info
+
+
+def socket_failure(exc: BaseException, sock: Any) -> SocketError:
+    """What ``sock`` raised (an ``OSError``, or anything a custom socket raises),
+    as the ``SocketError`` the requests on it get, with ``exc`` as its cause."""
+    return SocketError(str(exc) or exc.__class__.__name__, socket_info(sock), cause=exc)
 
 
 class Connector:
