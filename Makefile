@@ -27,8 +27,7 @@ system-deps:
 test: $(STAMP) system-deps
 	$(PY) -m pytest -q
 
-# The same suite on gevent's libuv loop (its default on Windows). Not in CI: see
-# docs/concurrency.md (a rare abort on libuv, not yet traced).
+# The same suite on gevent's libuv loop (its default on Windows); CI runs both.
 test-libuv: $(STAMP) system-deps
 	GEVENT_LOOP=libuv $(PY) -m pytest -q
 

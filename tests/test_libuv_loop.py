@@ -4,6 +4,10 @@ libuv counts time in whole milliseconds, and gevent warns about every shorter
 timer. The library's own timers never go below 1 ms: a timeout shorter than
 that fires as a 1 ms one, with no warning (here, under ``-W error``, a warning
 would surface as the request's error).
+
+libuv also keeps every handle on a list until it is closed, so a watcher
+dropped unclosed is freed memory libuv goes on writing to: every timer the
+library starts is closed, including one that has fired.
 """
 
 from __future__ import annotations
@@ -77,3 +81,44 @@ def test_sub_millisecond_timeouts_fire_without_warnings_on_libuv():
     ]
     assert lines[-2] in ("connect: ok", "connect: ConnectTimeoutError")
     assert lines[-1] == "done"
+
+
+_FIRED_TIMERS = """
+import gevent
+import gevent.event
+
+from greenhttp import _runtime
+
+for _ in range(300):
+    fired = gevent.event.Event()
+    timer = _runtime.start_timer(0.001, fired.set)
+    assert fired.wait(5)
+    del timer  # what a holder does with a timer that has fired (a WebSocket's close timeout)
+    gevent.sleep(0)
+open_timers = [h for h in gevent.get_hub().loop.debug() if h.type == b"timer"]
+print("open timer handles:", len(open_timers))
+"""
+
+
+def test_fired_timers_are_closed_on_libuv():
+    """A timer dropped after it fired, unclosed, left libuv writing to freed memory:
+    the WebSocket close timeout did that, and the libuv runs of the suite crashed
+    now and then. glibc's heap checks make the damage show at once."""
+    env = {
+        **os.environ,
+        "GEVENT_LOOP": "libuv",
+        "PYTHONMALLOC": "malloc",  # every object from glibc's heap, which checks itself
+        "MALLOC_CHECK_": "3",
+        "MALLOC_PERTURB_": "165",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-W", "error", "-c", textwrap.dedent(_FIRED_TIMERS)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    # The hub's own timers may be open; not one per fired timer.
+    count = int(proc.stdout.split(":")[-1])
+    assert count < 10, proc.stdout

@@ -160,10 +160,22 @@ def kill(greenlet: Any, exception: Any = GreenletExit) -> None:
 
 
 def start_timer(seconds: float, callback: Callable[..., Any], *args: Any) -> Any:
-    """A one-shot timer calling ``callback(*args)`` from the hub; ``.close()`` cancels it."""
+    """A one-shot timer calling ``callback(*args)`` from the hub; ``.close()`` cancels it.
+
+    The timer closes itself as it fires, so a holder may simply drop one that
+    has fired. On gevent's libuv loop every watcher must be closed before it is
+    freed: libuv keeps each handle on a list until ``uv_close``, and a dropped
+    one is memory it goes on writing to (heap corruption, seen as a crash
+    elsewhere). libev has no such list, which is why this showed only there.
+    """
     # ref=True: a greenlet parked on what the timer will do must keep the loop alive.
     timer = get_hub().loop.timer(timer_seconds(seconds))
-    timer.start(callback, *args)
+
+    def fire() -> None:
+        timer.close()
+        callback(*args)
+
+    timer.start(fire)
     return timer
 
 
