@@ -457,3 +457,25 @@ def test_failing_the_connection_over_h2_does_not_wait(make_h2_server, make_h2c, 
     # The close frame, then END_STREAM, then RST_STREAM (the server never ended its side).
     assert seen["frames"] == [(8, struct.pack("!H", 1002) + b"protocol error")]
     assert server.requests[0].reset_code == h2.errors.ErrorCodes.CANCEL
+
+
+def test_a_reset_while_echoing_the_close_still_ends_in_a_close_event(make_h2_server, make_h2c):
+    """The server's close frame, then RST_STREAM: the echoed close frame fails to go out
+    while the session is already finishing (on HTTP/2 it waits for its writer). The
+    writer's failure used to interrupt that wait and end the session greenlet with
+    no ``close`` event at all (seen against Node's ws server, once in a while)."""
+    def handler(conn):
+        for _ in range(20):  # the WebSockets below share the connection
+            req = conn.opened.get(timeout=10)
+            conn.send_headers(req.stream_id, 200)
+            conn.send_body(req.stream_id, close_frame(4002, b"bye"), end=False)
+            conn.reset(req.stream_id, h2.errors.ErrorCodes.CANCEL)
+
+    server = make_h2_server(handler, settings={h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL: 1})
+    client = make_h2c(server.origin)
+    for _ in range(20):  # the writer has failed early and late
+        talk = WsTalk(f"ws://127.0.0.1:{server.port}/", {"dispatcher": client})
+        with gevent.Timeout(5, AssertionError(f"no close event: {talk.events}")):
+            close = talk.wait_closed()
+        assert talk.types[0] == "open" and talk.types[-1] == "close", talk.types
+        assert close.code in (4002, 1006), close

@@ -203,7 +203,17 @@ class Session:
             if opened is not None:
                 self._start(*opened)
         finally:
-            self._finish()
+            # Reading is over: the writer and the close timer no longer interrupt this
+            # greenlet. One of them may have sent its interruption just before (at most
+            # one each); it then lands while _finish waits for the writer, and
+            # _finish, safe to run again, starts over.
+            self._reader = None
+            for _ in range(3):
+                try:
+                    self._finish()
+                    break
+                except (_WriteFailed, _CloseTimeout):
+                    continue
 
     def _handshake(self) -> tuple[Any, Negotiated] | None:
         """Run the opening handshake; None (with ``_error`` set) if it failed."""
