@@ -473,7 +473,7 @@ def test_a_reset_while_echoing_the_close_still_ends_in_a_close_event(make_h2_ser
 
     server = make_h2_server(handler, settings={h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL: 1})
     client = make_h2c(server.origin)
-    for _ in range(20):  # the writer has failed early and late
+    for _ in range(20):  # where the finishing session meets the failed write varies
         talk = WsTalk(f"ws://127.0.0.1:{server.port}/", {"dispatcher": client})
         with gevent.Timeout(5, AssertionError(f"no close event: {talk.events}")):
             close = talk.wait_closed()
