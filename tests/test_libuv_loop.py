@@ -60,16 +60,25 @@ print("done")
 """
 
 
-def test_sub_millisecond_timeouts_fire_without_warnings_on_libuv():
+def _run_on_libuv(script: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a new interpreter on gevent's libuv loop, warnings as errors."""
     paths = [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")]  # testkit, then the rest
-    env = {**os.environ, "GEVENT_LOOP": "libuv", "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-    proc = subprocess.run(
-        [sys.executable, "-W", "error", "-c", textwrap.dedent(_SCRIPT)],
+    return subprocess.run(
+        [sys.executable, "-W", "error", "-c", textwrap.dedent(script)],
         capture_output=True,
         text=True,
         timeout=60,
-        env=env,
+        env={
+            **os.environ,
+            "GEVENT_LOOP": "libuv",
+            "PYTHONPATH": os.pathsep.join(p for p in paths if p),
+            **env,
+        },
     )
+
+
+def test_sub_millisecond_timeouts_fire_without_warnings_on_libuv():
+    proc = _run_on_libuv(_SCRIPT)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("loop: gevent.libuv"), lines
@@ -104,19 +113,11 @@ def test_fired_timers_are_closed_on_libuv():
     """A timer dropped after it fired, unclosed, left libuv writing to freed memory:
     the WebSocket close timeout did that, and the libuv runs of the suite crashed
     now and then. glibc's heap checks make the damage show at once."""
-    env = {
-        **os.environ,
-        "GEVENT_LOOP": "libuv",
-        "PYTHONMALLOC": "malloc",  # every object from glibc's heap, which checks itself
-        "MALLOC_CHECK_": "3",
-        "MALLOC_PERTURB_": "165",
-    }
-    proc = subprocess.run(
-        [sys.executable, "-W", "error", "-c", textwrap.dedent(_FIRED_TIMERS)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
+    proc = _run_on_libuv(
+        _FIRED_TIMERS,
+        PYTHONMALLOC="malloc",  # every object from glibc's heap, which checks itself
+        MALLOC_CHECK_="3",
+        MALLOC_PERTURB_="165",
     )
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     # The hub's own timers may be open; not one per fired timer.
