@@ -4,13 +4,30 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test test-libuv demo lint bench soak fuzz docs clean system-deps
+.PHONY: build compiler test test-libuv test-pure demo lint bench soak fuzz docs clean system-deps
 
-$(STAMP): pyproject.toml setup.py
+# The install compiles the modules of setup.py's COMPILED list with mypyc (in
+# place, beside their sources), so an edit to one of them reinstalls: `make build`.
+# tests/compiled.py refuses a compiled module older than its source.
+COMPILED_SRC := $(addprefix lib/,$(shell grep -o '"greenhttp/[^"]*\.py"' setup.py | tr -d '"'))
+
+$(STAMP): pyproject.toml setup.py $(COMPILED_SRC)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(MAKE) --no-print-directory compiler
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,lint]'
 	touch $(STAMP)
+
+build: $(STAMP)
+
+# A C compiler and the Python headers, for the compiled modules. Without them the
+# install is pure Python (setup.py says so), which works the same, only slower.
+compiler:
+	@{ command -v cc >/dev/null 2>&1 && $(PY) -c "import os, sys, sysconfig; \
+	  sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"; } || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc python3-dev) >/dev/null; \
+	  else echo "no C compiler or Python headers: greenhttp installs as pure Python"; fi; }
 
 # nginx is the real third-party peer of the interop tests and the benchmark;
 # Node's `ws` server is another (tests/interop/test_ws_node.py).
@@ -31,6 +48,11 @@ test: $(STAMP) system-deps
 test-libuv: $(STAMP) system-deps
 	GEVENT_LOOP=libuv $(PY) -m pytest -q
 
+# The same suite on the pure-Python sources of the compiled modules (tests/compiled.py):
+# what a machine without a C compiler installs. CI runs it too.
+test-pure: $(STAMP) system-deps
+	GREENHTTP_PURE_PYTHON=1 $(PY) -m pytest -q
+
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
@@ -45,6 +67,7 @@ bench: $(STAMP) system-deps
 
 clean:
 	rm -rf $(VENV) build dist lib/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	find lib -name '*.so' -delete
 # The documentation site (docs/, Sphinx + MyST + furo). Warnings are errors,
 # and every code sample on the pages is then run against a loopback server.
 # The site is written to docs/_build/html (git-ignored). A clean build each

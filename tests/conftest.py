@@ -35,6 +35,7 @@ import pytest
 from gevent import socket as gsocket
 from gevent.threadpool import _WorkerGreenlet
 
+import compiled  # imported before greenhttp: it decides which build of greenhttp runs
 import greenhttp
 from testkit import (  # noqa: F401  (re-exported for the fixtures below)
     RecordedRequest,
@@ -299,3 +300,7 @@ def _readlink(fd: int) -> str:
         return os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return "?"
+
+
+def pytest_report_header() -> str:
+    return compiled.describe()

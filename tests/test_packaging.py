@@ -3,7 +3,8 @@
 The sources are copied to a temporary directory first, so the build (which
 writes ``*.egg-info`` next to the package) leaves nothing in the repository.
 The wheel is built from the sdist, as ``python -m build`` does by default,
-which also proves the sdist is complete. The version must come from one
+which also proves the sdist is complete; where a C compiler is at hand it
+holds the compiled modules (setup.py), and a pure-Python wheel is built too. The version must come from one
 place, ``lib/greenhttp/_version.py``.
 """
 
@@ -14,11 +15,14 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from compiled import LISTED
 
 pytest.importorskip("build")
 
@@ -56,8 +60,14 @@ def _copy_sources(dest: Path) -> None:
             shutil.copy2(src, dest / name)
 
 
+def _can_compile() -> bool:
+    """A C compiler and this interpreter's headers: what setup.py needs to compile."""
+    include = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    return include.exists() and shutil.which(sysconfig.get_config_var("CC").split()[0] or "cc") is not None
+
+
 def _clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PIP_TARGET"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PIP_TARGET", "GREENHTTP_"))}
     env.pop("VIRTUAL_ENV", None)
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env["PIP_NO_INPUT"] = "1"
@@ -98,15 +108,27 @@ def test_sdist_and_wheel_build_install_and_import(tmp_path: Path) -> None:
     )
     assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
     sdist = dist / f"greenhttp-{version}.tar.gz"
-    wheel = dist / f"greenhttp-{version}-py3-none-any.whl"
-    assert sorted(p.name for p in dist.iterdir()) == sorted([sdist.name, wheel.name])
+    # Where the build can compile (setup.py), the wheel is for this interpreter and platform.
+    tag = sysconfig.get_config_var("SOABI").split("-")[1] if _can_compile() else None
+    wheels = [p.name for p in dist.glob("*.whl")]
+    assert sorted(p.name for p in dist.iterdir()) == sorted([sdist.name, *wheels]) and len(wheels) == 1
+    wheel = dist / wheels[0]
+    assert wheel.name.startswith(f"greenhttp-{version}-" + (f"cp{tag}-cp{tag}-" if tag else "py3-none-any"))
 
-    # The wheel: every module, the py.typed marker, the metadata; nothing else.
+    # The wheel: every module, the py.typed marker, the metadata, the compiled
+    # modules if any (and mypyc's shared library beside the package); nothing else.
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         metadata = zf.read(f"greenhttp-{version}.dist-info/METADATA").decode()
     assert set(modules) | {"greenhttp/py.typed"} <= names
-    assert {name.split("/")[0] for name in names} == {"greenhttp", f"greenhttp-{version}.dist-info"}
+    built = sorted(name for name in names if name.endswith(".so"))
+    compiled = [path.removesuffix(".py") for path in LISTED]
+    if tag:
+        assert [name.split(".")[0] for name in built] == sorted([*compiled, "greenhttp__mypyc"])
+    else:
+        assert built == []
+    tops = {name.split("/")[0] for name in names if not name.startswith("greenhttp__mypyc.")}
+    assert tops == {"greenhttp", f"greenhttp-{version}.dist-info"}
     assert f"\nVersion: {version}\n" in metadata
     assert "\nRequires-Dist: gevent" in metadata
 
@@ -128,11 +150,34 @@ def test_sdist_and_wheel_build_install_and_import(tmp_path: Path) -> None:
         capture_output=True, text=True, env=_clean_env(), cwd=tmp_path, check=False,
     )
     assert install.returncode == 0, install.stdout[-4000:] + install.stderr[-4000:]
+    script = (
+        "import greenhttp, greenhttp._core.request as r; "
+        "print(greenhttp.__version__, greenhttp.__file__, r.__file__.endswith('.py'))"
+    )
     check = subprocess.run(
-        [str(python), "-I", "-c", "import greenhttp; print(greenhttp.__version__); print(greenhttp.__file__)"],
-        capture_output=True, text=True, env=_clean_env(), cwd=tmp_path, check=False,
+        [str(python), "-I", "-c", script], capture_output=True, text=True, env=_clean_env(), cwd=tmp_path, check=False,
     )
     assert check.returncode == 0, check.stderr
-    printed_version, location = check.stdout.split()
+    printed_version, location, pure = check.stdout.split()
     assert printed_version == version
     assert Path(location).resolve().is_relative_to(venv.resolve())
+    assert pure == str(not tag)  # the installed package runs its compiled modules
+
+
+@pytest.mark.timeout(300)
+def test_the_pure_python_wheel_is_for_every_platform(tmp_path: Path) -> None:
+    """GREENHTTP_PURE_PYTHON=1 (or a machine without a compiler) builds a wheel of sources only."""
+    src = tmp_path / "src"
+    src.mkdir()
+    _copy_sources(src)
+    dist = tmp_path / "dist"
+    build = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(src)],
+        capture_output=True, text=True, env={**_clean_env(), "GREENHTTP_PURE_PYTHON": "1"}, cwd=tmp_path,
+        check=False,
+    )
+    assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
+    assert [p.name for p in dist.iterdir()] == [f"greenhttp-{_version()}-py3-none-any.whl"]
+    with zipfile.ZipFile(next(dist.iterdir())) as zf:
+        names = zf.namelist()
+    assert [n for n in names if not n.endswith((".py", "/py.typed")) and ".dist-info/" not in n] == []

@@ -9,13 +9,13 @@ from __future__ import annotations
 from . import cache_stores, errors, interceptors
 from ._abort import AbortController, AbortSignal
 from ._api.readable import BodyReadable
-from ._api.request import ResponseData
+from ._api.response import ResponseData
 from ._api.stream import PipelineData, PipelineDuplex, StreamData, StreamFactoryData
 from ._api.upgrade import ConnectData, UpgradeData
 from ._core.blob import Blob
+from ._core.controller import Controller
 from ._core.fetch_headers import Headers
 from ._core.option_types import PipelineOptions, RequestOptions, UpgradeOptions
-from ._core.request import Controller
 from ._dispatcher.agent import Agent
 from ._dispatcher.base import ComposedDispatcher, Dispatcher
 from ._dispatcher.client import Client

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, overload
 from urllib.parse import urlsplit
 
-from ._api.request import ResponseData
+from ._api.response import ResponseData
 from ._api.stream import PipelineData, PipelineDuplex, StreamData, StreamFactoryData
 from ._api.upgrade import ConnectData, UpgradeData
 from ._core.option_types import PipelineOptions, RequestOptions, Unpack, UpgradeOptions, URLLike

@@ -11,54 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from .._core.request import WHOLE_RESPONSE_TAKERS
 from .._runtime import Parker, spawn
 from ..errors import InvalidArgumentError, RequestAbortedError
 from .readable import BodyReadable
+from .response import ResponseData
 
-__all__ = ["ResponseData", "RequestHandler", "request", "bind_signal", "run_with_callback"]
+__all__ = ["RequestHandler", "request", "bind_signal", "run_with_callback"]
 
 _REQUEST_KEYS = ("opaque", "signal", "on_info", "response_headers", "high_water_mark")
-
-
-class ResponseData:
-    """The result of ``request()``: ``status_code``, ``status_text``, ``headers``,
-    ``trailers`` (filled when the body ends), ``body``, ``opaque``, ``context``.
-
-    Usable as a context manager: leaving the block dumps what is left of the body.
-    """
-
-    __slots__ = ("status_code", "status_text", "headers", "trailers", "body", "opaque", "context")
-
-    def __init__(
-        self,
-        status_code: int,
-        status_text: str,
-        headers: Any,
-        trailers: dict[str, Any],
-        body: BodyReadable,
-        opaque: Any,
-        context: Any,
-    ) -> None:
-        self.status_code = status_code
-        self.status_text = status_text
-        self.headers = headers
-        self.trailers = trailers
-        self.body = body
-        self.opaque = opaque
-        self.context = context
-
-    def __enter__(self) -> ResponseData:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        body = self.body
-        if not body._ended:
-            body.dump()
-        body._closed = True
-
-    def __repr__(self) -> str:
-        return f"<ResponseData {self.status_code}>"
 
 
 def bind_signal(signal: Any, abort: Callable[[Any], None]) -> Callable[[], None] | None:
@@ -98,6 +61,7 @@ def _reason(signal: Any) -> BaseException:
     return reason if isinstance(reason, BaseException) else RequestAbortedError()
 
 
+@mypyc_attr(native_class=False)  # Parker (interpreted, with __slots__) is its base
 class RequestHandler(Parker):
     """The dispatch handler behind ``request()``. Callbacks run on the reader greenlet.
 
@@ -148,7 +112,9 @@ class RequestHandler(Parker):
         if self.abort_reason is not None:
             controller.abort(self.abort_reason)
 
-    def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
+    # Compiled, an annotation is also a check: what the handler only passes on
+    # (a status message, a chunk) is Any, as any dispatcher may call these.
+    def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: Any) -> None:
         if status_code < 200:
             if self.on_info is not None:
                 self.on_info({"status_code": status_code, "headers": headers})
@@ -162,7 +128,7 @@ class RequestHandler(Parker):
         self.set(response)
 
     def _on_response_whole(
-        self, controller: Any, status_code: int, headers: Any, status_message: str, body: bytes
+        self, controller: Any, status_code: int, headers: Any, status_message: Any, body: bytes
     ) -> None:
         """A final head and its whole body at once (the connection read them together):
         what ``on_response_start``, ``on_response_data`` and ``on_response_end`` do.
@@ -178,7 +144,7 @@ class RequestHandler(Parker):
         )
         self.set(response)
 
-    def on_response_data(self, controller: Any, chunk: bytes) -> None:
+    def on_response_data(self, controller: Any, chunk: Any) -> None:
         self.body._push(chunk)  # type: ignore[union-attr]
 
     def on_response_end(self, controller: Any, trailers: Any) -> None:

@@ -13,7 +13,8 @@ from typing import Any, NamedTuple
 
 from .._runtime import GreenletExit, Parker, Queue, spawn
 from ..errors import InvalidArgumentError, InvalidReturnValueError, RequestAbortedError
-from .request import ResponseData, request
+from .request import request
+from .response import ResponseData
 
 __all__ = ["StreamData", "StreamFactoryData", "PipelineData", "PipelineDuplex", "stream", "pipeline"]
 

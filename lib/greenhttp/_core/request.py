@@ -20,6 +20,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from mypy_extensions import mypyc_attr
+
 from ..errors import (
     InvalidArgumentError,
     NotSupportedError,
@@ -27,11 +29,11 @@ from ..errors import (
 )
 from .blob import Blob
 from .body import StreamBody, normalize_body
+from .controller import Controller
 from .headers import TOKEN_RE, check_header_value, header_pairs, raw_header_list
 
 __all__ = [
     "Request",
-    "Controller",
     "EXPECTS_PAYLOAD",
     "IDEMPOTENT_METHODS",
     "REQUEST_DONE",
@@ -66,6 +68,7 @@ REQUEST_DONE = _DONE
 WHOLE_RESPONSE_TAKERS: dict[type, Callable[..., None]] = {}
 
 
+@mypyc_attr(native_class=False)  # compiled, a class deriving from list must stay a Python class
 class HeaderList(list[tuple[str, str]]):
     """A request's validated ``(name, value)`` pairs, with their HTTP/1.1 encoding.
 
@@ -119,48 +122,7 @@ def _check_path(path: str, method: str) -> None:
     _CHECKED_PATHS.add(path)
 
 
-class Controller:
-    """What a handler gets to steer its request: ``abort``, ``pause``, ``resume``.
-
-    Greenlet-safe in the sense that any greenlet may call it; the effects are
-    applied by the connection's reader greenlet. Every :class:`Request` is its
-    own controller (no second object per request): handlers see only this part.
-    """
-
-    aborted: bool  # True once the request was aborted
-    paused: bool  # True while the handler asked to stop reading
-    reason: BaseException | None  # why the request was aborted, or None
-    raw_head: bytes | None
-    raw_trailers: list[bytes] | None  # the response trailers as a flat [name, value, ...] list
-    read_all: bool
-
-    def abort(self, reason: BaseException | None = None) -> None:  # pragma: no cover - Request's
-        """Abort the request; its handler gets ``on_response_error(reason)``."""
-        raise NotImplementedError
-
-    def pause(self) -> None:
-        """Stop reading the response until :meth:`resume` (back-pressure)."""
-        self.paused = True
-
-    def resume(self) -> None:  # pragma: no cover - Request's
-        """Resume reading after :meth:`pause`."""
-        raise NotImplementedError
-
-    def wants_whole_body(self) -> None:
-        """Hint that the consumer reads the whole body at once (``body.bytes()``).
-
-        The transport may then read a body of known length straight into one buffer.
-        """
-        self.read_all = True
-
-    @property
-    def raw_headers(self) -> list[bytes] | None:
-        """The response head as a flat ``[name, value, ...]`` list of bytes, in wire order."""
-        raw = self.raw_head
-        return raw_header_list(raw) if raw is not None else None
-
-
-class Request(Controller):
+class Request:
     """A validated request plus its guarded handler. Owned by one dispatcher.
 
     What every request has is set by ``__init__``; rarely given options
@@ -182,7 +144,7 @@ class Request(Controller):
     host: str | None
     body: bytes | StreamBody | None
     headers_timeout: float | None
-    controller: Controller | None  # itself, once started (None: never started)
+    controller: Request | None  # itself, once started (None: never started)
     error_hook: Callable[[BaseException], None] | None
     abort_hook: Callable[[Request, BaseException], None] | None
     resume_hook: Callable[[Request], None] | None
@@ -200,11 +162,13 @@ class Request(Controller):
     raw_trailers: list[bytes] | None = None
     _blob_type: str | None = None  # the media type a Blob body brings
     _reset_given = False  # reset= was passed explicitly
+    goaway_replayed = False  # moved to a new connection once after a GOAWAY (h2_driver)
 
-    def __init__(self, opts: dict[str, Any], handler: Any) -> None:
-        if type(opts) is not dict:
-            if not isinstance(opts, dict):
-                raise InvalidArgumentError(f"options must be a dict, got {type(opts).__name__}")
+    def __init__(self, options: Any, handler: Any) -> None:
+        # Any, not a dict annotation: compiled, that would reject a non-dict with a bare TypeError.
+        if not isinstance(options, dict):
+            raise InvalidArgumentError(f"options must be a dict, got {type(options).__name__}")
+        opts: dict[str, Any] = options
         path = opts.get("path")
         method = opts.get("method")
         if type(method) is not str or method not in _VALID_METHODS:
@@ -536,6 +500,20 @@ class Request(Controller):
         hook = self.resume_hook
         if hook is not None:
             hook(self)
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def wants_whole_body(self) -> None:
+        self.read_all = True
+
+    @property
+    def raw_headers(self) -> list[bytes] | None:
+        raw = self.raw_head
+        return raw_header_list(raw) if raw is not None else None
+
+
+Controller.register(Request)  # every request is its own controller
 
 
 # What a header set makes of a request: its pairs (the special ones taken out),

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, overload
 
-from .._api.request import ResponseData, request, run_with_callback
+from .._api.request import request, run_with_callback
+from .._api.response import ResponseData
 from .._api.stream import (
     PipelineData,
     PipelineDuplex,

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import struct
 import time
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -83,8 +82,6 @@ __all__ = ["H2Connection"]
 
 _DEBUG = _debug.core_enabled
 _DEBUG_MAYBE = _debug.core_maybe_enabled
-# Requests already moved to a new connection once because of a GOAWAY (RFC 9113 §8.7: once).
-_GOAWAY_REPLAYED: weakref.WeakSet[Request] = weakref.WeakSet()
 
 
 class _Wake(Exception):
@@ -555,8 +552,8 @@ class H2Connection:
             self._remove(stream)
             self.session.reset_stream(sid, ErrorCodes.CANCEL)
             req = stream.req
-            if replayable(req) and req not in _GOAWAY_REPLAYED:
-                _GOAWAY_REPLAYED.add(req)
+            if replayable(req) and not req.goaway_replayed:  # RFC 9113 §8.7: once
+                req.goaway_replayed = True
                 replay.append(req)
             else:
                 req.on_error(err)
