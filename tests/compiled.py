@@ -88,7 +88,7 @@ def _prepare() -> None:
 
 
 def describe() -> str:
-    """One line for the test report's header: what this run tests."""
+    """One line for the end of the test report: what this run tested."""
     import greenhttp  # noqa: F401  (imports the listed modules)
 
     compiled = [

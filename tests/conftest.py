@@ -302,5 +302,6 @@ def _readlink(fd: int) -> str:
         return "?"
 
 
-def pytest_report_header() -> str:
-    return compiled.describe()
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say which build of greenhttp the run tested (shown with -q too)."""
+    terminalreporter.write_line(compiled.describe())
