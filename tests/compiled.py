@@ -49,7 +49,11 @@ _SUFFIXES = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 
 
 def extensions() -> list[Path]:
-    """The compiled extension files present in the work tree (none in a pure install)."""
+    """The compiled extension files present in the work tree (none in a pure install):
+    mypyc's shared library of the compiled code, or else the modules' own."""
+    shared = [p for p in LIB.glob("greenhttp__mypyc.*") if p.name.endswith(_SUFFIXES)]
+    if shared:
+        return shared  # the code itself; the modules' files only load it
     found = []
     for source in SOURCES:
         found += [p for p in source.parent.glob(source.stem + ".*") if p.name.endswith(_SUFFIXES)]

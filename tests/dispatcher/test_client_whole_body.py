@@ -282,3 +282,30 @@ def test_a_big_body_over_a_unix_socket_is_whole_and_intact(make_server, make_cli
         assert client.request(path="/").body.bytes() == body
         assert client.request(path="/").body.bytes() == body
     assert server.accepted == 1
+
+
+def test_a_connection_keeps_only_its_last_whole_body_and_lets_go_of_it_on_close(make_server, make_client):
+    # The reader keeps the last body it read whole until it reads the next one
+    # (docs/performance.md, "What is left at 1 MiB is the allocator"): never more
+    # than that one, and nothing once the client is closed.
+    import gc
+    import tracemalloc
+
+    body = pattern(MiB)
+    server = make_server(big_response_server(body))
+    client = make_client(server.origin)
+    client.request(path="/").body.bytes()  # connect first: its own allocations stay out
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for _ in range(3):
+            assert len(client.request(path="/").body.bytes()) == MiB  # dropped at once
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - base
+        client.close()
+        gc.collect()
+        after_close = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert MiB // 2 < kept < 3 * MiB // 2, kept  # one body, not three
+    assert after_close < MiB // 2, after_close

@@ -117,6 +117,8 @@ class H1Connection:
         self._upgrade: tuple[int, dict[str, Any]] | None = None
         self._stop_reading = False  # reset and drained, or upgraded
         self._choosing = False  # a big body's head was delivered: let its consumer choose
+        # The last body read whole, kept until the next one is (see _read_until_done).
+        self._last_whole: bytes | None = None
         # Where the reader's writes wait for the end of the hub's round (see _send); only
         # plain sockets, whose sends never block.
         self._round = round_queue() if self.transport.fast else None
@@ -638,6 +640,11 @@ class H1Connection:
                     return self._eof()
                 # The parser hands a whole-length buffer on as one body chunk, uncopied.
                 parser.feed(data)
+                # Kept until the next whole body has been read, as a local variable of
+                # this loop once kept it: released at once, glibc's malloc gives the top
+                # of the heap back to the kernel after each big body and faults it in
+                # again for the next (docs/performance.md, "What is left at 1 MiB").
+                self._last_whole = data
                 continue
             if wait_first:
                 if head is None:
