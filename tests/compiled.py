@@ -43,21 +43,14 @@ def _listed() -> list[str]:
 
 
 LISTED = _listed()
-SOURCES = [LIB / path for path in LISTED]
 MODULES = {path.removesuffix(".py").replace("/", "."): LIB / path for path in LISTED}
-_SUFFIXES = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 
 
 def extensions() -> list[Path]:
-    """The compiled extension files present in the work tree (none in a pure install):
-    mypyc's shared library of the compiled code, or else the modules' own."""
-    shared = [p for p in LIB.glob("greenhttp__mypyc.*") if p.name.endswith(_SUFFIXES)]
-    if shared:
-        return shared  # the code itself; the modules' files only load it
-    found = []
-    for source in SOURCES:
-        found += [p for p in source.parent.glob(source.stem + ".*") if p.name.endswith(_SUFFIXES)]
-    return found
+    """mypyc's shared library of the compiled code, if the work tree has one (the
+    compiled modules' own extension files only load it)."""
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    return [p for p in LIB.glob("greenhttp__mypyc.*") if p.name.endswith(suffixes)]
 
 
 class _SourcesFirst(importlib.abc.MetaPathFinder):
@@ -83,7 +76,7 @@ def _prepare() -> None:
     if not built:
         return
     oldest = min(path.stat().st_mtime for path in built)
-    stale = [str(s.relative_to(ROOT)) for s in SOURCES if s.stat().st_mtime > oldest]
+    stale = [str(s.relative_to(ROOT)) for s in MODULES.values() if s.stat().st_mtime > oldest]
     if stale:
         raise SystemExit(
             f"compiled greenhttp modules are older than {', '.join(stale)}: run `make build` "

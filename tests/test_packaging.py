@@ -4,8 +4,8 @@ The sources are copied to a temporary directory first, so the build (which
 writes ``*.egg-info`` next to the package) leaves nothing in the repository.
 The wheel is built from the sdist, as ``python -m build`` does by default,
 which also proves the sdist is complete; where a C compiler is at hand it
-holds the compiled modules (setup.py), and a pure-Python wheel is built too. The version must come from one
-place, ``lib/greenhttp/_version.py``.
+holds the compiled modules (setup.py), and a pure-Python wheel is built too.
+The version must come from one place, ``lib/greenhttp/_version.py``.
 """
 
 from __future__ import annotations

@@ -21,9 +21,6 @@ from .response import ResponseData
 
 __all__ = ["RequestHandler", "request", "bind_signal", "run_with_callback"]
 
-_REQUEST_KEYS = ("opaque", "signal", "on_info", "response_headers", "high_water_mark")
-
-
 def bind_signal(signal: Any, abort: Callable[[Any], None]) -> Callable[[], None] | None:
     """Call ``abort(reason)`` when ``signal`` aborts. Returns a function that unbinds.
 
