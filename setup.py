@@ -24,7 +24,10 @@ COMPILED = [
     "greenhttp/_core/h1.py",
     "greenhttp/_core/request.py",
     "greenhttp/_api/request.py",
+    "greenhttp/_dispatcher/client_core.py",
     "greenhttp/_dispatcher/h1_driver.py",
+    "greenhttp/_dispatcher/pool_core.py",
+    "greenhttp/_runtime/hot.py",
 ]
 
 

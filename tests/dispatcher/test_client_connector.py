@@ -389,7 +389,7 @@ def test_allow_h2_false_offers_only_http11(
     assert srv.conns[0].offered == ["http/1.1"]
     assert srv.conns[0].alpn == "http/1.1"
     assert srv.requests[0].version == "HTTP/1.1"
-    assert client._conn is not None and client._conn.version == "h1"
+    assert client._core._conn is not None and client._core._conn.version == "h1"
 
 
 def test_default_offers_http11_then_h2(
@@ -469,8 +469,8 @@ def test_local_address(make_server: Any, make_client: Any) -> None:
     srv = make_server(handler)
     client = make_client(srv.origin, local_address="127.0.0.1")
     assert get(client) == b"hello"
-    assert client._conn is not None
-    local = client._conn.sock.getsockname()
+    assert client._core._conn is not None
+    local = client._core._conn.sock.getsockname()
     assert local[0] == "127.0.0.1"
     assert peers == [local]
 
@@ -481,7 +481,7 @@ def test_auto_select_family_connects_to_ipv4_only_localhost(
     srv = make_server(serve_forever())  # listens on 127.0.0.1 only
     client = make_client(f"http://localhost:{srv.port}", auto_select_family=True)
     assert get(client) == b"hello"
-    assert client._conn.sock.getpeername() == ("127.0.0.1", srv.port)
+    assert client._core._conn.sock.getpeername() == ("127.0.0.1", srv.port)
 
 
 def ipv6_first(connector: Connector, v6: tuple[Any, ...], port: int) -> None:
@@ -509,12 +509,12 @@ def test_auto_select_family_when_localhost_resolves_to_ipv6_first(
             auto_select_family_attempt_timeout=0.05,
             connect_timeout=1.0,
         )
-        ipv6_first(client._connector, v6, srv.port)
+        ipv6_first(client._core._connector, v6, srv.port)
         start = time.monotonic()
         if auto_select_family:
             assert get(client) == b"hello"
             assert time.monotonic() - start < 1.0
-            assert client._conn.sock.getpeername() == ("127.0.0.1", srv.port)
+            assert client._core._conn.sock.getpeername() == ("127.0.0.1", srv.port)
         else:  # addresses are tried one after another: the stalled ::1 eats the timeout
             with pytest.raises(ConnectTimeoutError):
                 client.request(path="/", method="GET")

@@ -261,7 +261,7 @@ def test_a_deadline_that_fires_as_it_is_re_armed_loses_no_byte_of_a_whole_body_r
     reading = gevent.spawn(r.body.bytes)
     try:
         gevent.idle()  # the reader takes what was sent and parks inside the whole-body read
-        conn = client._conn
+        conn = client._core._conn
         assert conn is not None and conn._phase == _BODY and conn.transport._lowat > 1
         # The race, made certain: the deadline fired, the reader re-armed it, then the throw lands.
         conn._deadline.set(5)

@@ -403,7 +403,7 @@ def test_type_of_service_is_set_on_the_socket(make_server, make_client):
     server = make_server(handler)
     client = make_client(server.origin)
     assert client.request(path="/", type_of_service=0x10).body.bytes() == b"ok"
-    sock = client._conn.sock  # the client's socket, to read the option back
+    sock = client._core._conn.sock  # the client's socket, to read the option back
     assert sock.getsockopt(socket.IPPROTO_IP, socket.IP_TOS) == 0x10
 
 
@@ -418,7 +418,7 @@ def test_request_lines_stay_right_across_paths_methods_and_host_headers(make_ser
         headers = {"host": "example.test"} if i % 5 == 0 else None
         assert client.request(path=path, method=method, headers=headers).body.bytes() == b"ok"
         sent.append((method, path, "example.test" if headers else f"127.0.0.1:{server.port}"))
-    assert len(client._request_lines) <= 256
+    assert len(client._core._request_lines) <= 256
     got = [(r.method, r.target, r.header("host")) for r in server.requests]
     assert got == sent
 

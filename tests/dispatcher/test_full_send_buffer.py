@@ -46,7 +46,7 @@ def test_a_request_written_into_a_full_send_buffer_waits_for_room(make_client: A
     client = make_client("http://127.0.0.1:1", connect=connect)
     caller = gevent.spawn(lambda: client.request(path="/after-junk", method="GET").body.bytes())
     # The peer reads nothing until the client has tried to send into the full buffer.
-    wait_for(lambda: client._conn is not None and (client._conn.writing or client._conn.destroyed), what="the write")
+    wait_for(lambda: client._core._conn is not None and (client._core._conn.writing or client._core._conn.destroyed), what="the write")
     reader = gevent.spawn(peer)
     with gevent.Timeout(5):
         assert caller.get() == b"ok"

@@ -51,7 +51,7 @@ def test_extra_requests_queue_behind_the_servers_stream_limit(make_h2_server, ma
     server = make_h2_server(serve_ok, settings={h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 7})
     client = make_h2c(server.origin)
     client.request(path="/warm").body.bytes()  # the server's SETTINGS are known from here on
-    assert client._conn.max_concurrent == 7
+    assert client._core._conn.max_concurrent == 7
     paths = [f"/{i}" for i in range(60)]
     results = _spawn_requests(client, paths)
     assert all(v[0] == 200 for v in results.values())

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mypy_extensions import mypyc_attr
-
 from .._core.request import WHOLE_RESPONSE_TAKERS
 from .._runtime import Parker, spawn
 from ..errors import InvalidArgumentError, RequestAbortedError
@@ -58,25 +56,11 @@ def _reason(signal: Any) -> BaseException:
     return reason if isinstance(reason, BaseException) else RequestAbortedError()
 
 
-@mypyc_attr(native_class=False)  # Parker (interpreted, with __slots__) is its base
 class RequestHandler(Parker):
     """The dispatch handler behind ``request()``. Callbacks run on the reader greenlet.
 
     It is also the :class:`Parker` its caller waits on for the response.
     """
-
-    __slots__ = (
-        "opaque",
-        "on_info",
-        "raw",
-        "hwm",
-        "controller",
-        "context",
-        "body",
-        "response",
-        "abort_reason",
-        "unbind",
-    )
 
     def __init__(self, opaque: Any, on_info: Any, raw: bool, hwm: int) -> None:
         # Parker's state, set here rather than through Parker.__init__ (one call fewer).

@@ -1,51 +1,27 @@
 """``Client``: one origin, one connection at a time, HTTP/1.1 with pipelining.
 
-The client owns the queue of requests not yet written (``_pending``) and one
-connection, which owns the requests written and not yet answered. The
-resume loop (:meth:`Client._resume`) is the only place that decides what to
-write next; it runs in whichever greenlet made progress possible (a caller
-in ``dispatch``, the reader after a response, the connect greenlet), so no
-greenlet is spawned per request. Bookkeeping is decided first and I/O done
-after, so a greenlet switch never sees a half-updated queue.
+This class is what users see: the documented methods, their annotations and
+argument checks. The work is done by its :class:`ClientCore`
+(``client_core.py``, compiled with the request path), which the connection
+drivers and an owning pool talk to directly.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from .. import _debug
 from .._core.options import ClientOptions, validate_client_options
-from .._core.request import Request
 from .._core.url import Origin, parse_origin
 from .._net.connector import build_connector
-from .._runtime import GreenletExit, Parker, getcurrent, spawn, spawn_reader
-from ..errors import (
-    ClientClosedError,
-    ClientDestroyedError,
-    InformationalError,
-    InvalidArgumentError,
-    RequestContentLengthMismatchError,
-    SocketError,
-)
+from .._runtime import spawn
+from ..errors import InvalidArgumentError
 from .base import Dispatcher
-from .h1_driver import H1Connection
+from .client_core import ClientCore
 from .stats import ClientStats
 
 __all__ = ["Client"]
-
-
-def _report_unhandled(err: BaseException) -> None:
-    _debug.core.error("greenhttp: unhandled handler error: %r", err)
-
-
-def _remember(cache: dict[Any, bytes], key: tuple[Any, ...], head: bytes) -> bytes:
-    """Keep ``head`` in ``cache``; many distinct paths empty it: small, not exhaustive."""
-    if len(cache) >= 256:
-        cache.clear()
-    cache[key] = head
-    return head
 
 
 class Client(Dispatcher):
@@ -58,31 +34,16 @@ class Client(Dispatcher):
     helpers (``request`` …) block only the calling greenlet.
     """
 
+    # The HTTP/2 driver also caps concurrent streams at ``pipelining`` (H2CClient).
+    _h2_pipelining_caps = False
+
     def __init__(self, url: Any, **options: Any) -> None:
         super().__init__()
         self._origin: Origin = parse_origin(url)
         self._opts: ClientOptions = self._validate(options)
-        opts = self._opts
-        self._pipelining = opts.pipelining
-        self._host_line = f"host: {self._origin.host}\r\n".encode("latin-1")
-        self._request_lines: dict[tuple[str, str, str | None], bytes] = {}
-        self._plain_heads: dict[tuple[Any, ...], bytes] = {}  # whole heads, see _keep_plain_head
-        self._connector = self._make_connector(opts)
-        self._pending: deque[Request] = deque()
-        self._conn: H1Connection | None = None
-        self._connecting = False
-        self._connected_once = False
-        self._closed = False
-        self._destroyed = False
-        self._close_parkers: list[Parker] = []
-        self._connect_parkers: list[Parker] = []
-        self._need_drain = False
-        # The pool that owns this client, told of a drain directly: what a "drain"
-        # listener would be told, without the event's generic dispatch (see _drain).
-        self._drain_hook: Callable[[str], Any] | None = None
-        self._readers: set[Any] = set()
-        self._in_resume = False
-        self._error_hook = self._report_error  # bound once, given to every request
+        self._core = ClientCore(
+            self, self._origin, self._opts, self._make_connector(self._opts), self._listeners, self._h2_pipelining_caps
+        )
         _debug.setup_from_env()
 
     def _validate(self, options: dict[str, Any]) -> ClientOptions:
@@ -124,59 +85,43 @@ class Client(Dispatcher):
     @property
     def closed(self) -> bool:
         """True once ``close()`` (or ``destroy()``) was called."""
-        return self._closed
+        return self._core._closed
 
     @property
     def destroyed(self) -> bool:
         """True once destroyed, or once a ``close()`` has finished."""
-        return self._destroyed
+        return self._core._destroyed
 
     @property
     def pipelining(self) -> int:
         """How many requests may be in flight on the connection (readable and writable)."""
-        return self._pipelining
+        return self._core._pipelining
 
     @pipelining.setter
     def pipelining(self, value: int) -> None:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise InvalidArgumentError(f"pipelining must be a non-negative integer, got {value!r}")
-        self._pipelining = value
-        conn = self._conn
-        if conn is not None and conn.version == "h1":
-            conn.max_concurrent = value or 1
-        self._resume()
-
-    @property
-    def _running_count(self) -> int:
-        conn = self._conn
-        return len(conn.running) if conn is not None else 0
+        self._core.set_pipelining(value)
 
     @property
     def size(self) -> int:
         """Requests queued or in flight."""
-        return len(self._pending) + self._running_count
+        return self._core.size
 
     @property
     def connected(self) -> bool:
         """True while a connection is established."""
-        conn = self._conn
-        return conn is not None and not conn.destroyed and not self._connecting
+        return self._core.connected
 
     @property
     def busy(self) -> bool:
         """True when the client won't take more work without queueing (wait for ``drain``)."""
-        if self._pending:
-            return True
-        conn = self._conn
-        if conn is None:
-            return False
-        return len(conn.running) >= conn.max_concurrent or conn.reset or conn.blocking or conn.writing
+        return self._core.busy
 
     @property
     def stats(self) -> ClientStats:
         """A snapshot: ``connected``, ``pending``, ``running``, ``size``."""
-        running = self._running_count
-        return ClientStats(self.connected, len(self._pending), running, len(self._pending) + running)
+        return self._core.stats
 
     # -- dispatch -------------------------------------------------------------------
     def dispatch(self, options: dict[str, Any], handler: Any) -> bool:
@@ -185,293 +130,7 @@ class Client(Dispatcher):
         Errors are delivered through ``handler.on_response_error(None, err)``,
         or raised if the handler has no such method.
         """
-        try:
-            if self._destroyed:
-                raise ClientDestroyedError()
-            if self._closed:
-                raise ClientClosedError()
-            req = Request(options, handler)
-        except Exception as exc:
-            on_error = getattr(handler, "on_response_error", None)
-            if on_error is None:
-                raise
-            on_error(None, exc)
-            return False
-        req.error_hook = self._error_hook
-        if req.length_mismatch and self._opts.strict_content_length:
-            req.on_error(RequestContentLengthMismatchError())
-            return not self.busy
-        conn = self._conn
-        if (
-            conn is not None
-            and not self._pending
-            and not self._in_resume
-            and len(conn.running) < conn.max_concurrent
-            and not conn.busy(req)
-        ):
-            # Fast path: an idle connection takes the request straight away.
-            if req.start(None):
-                conn.write(req)
-            if len(conn.running) >= conn.max_concurrent or conn.reset or conn.blocking or conn.writing or self._pending:
-                self._need_drain = True
-                return False
-            return True
-        self._pending.append(req)
-        if conn is None or len(conn.running) < conn.max_concurrent:
-            self._resume()
-            if not self.busy:
-                return True
-        # (A connection with every slot taken sends it when one frees up.)
-        self._need_drain = True
-        return False
-
-    def _request_line(self, key: tuple[str, str, str | None]) -> bytes:
-        """``METHOD path HTTP/1.1`` and the host line, encoded once per (method, path, host)."""
-        method, path, host = key
-        line = b"%s %s HTTP/1.1\r\n%s" % (
-            method.encode(),
-            path.encode("latin-1"),
-            self._host_line if host is None else b"host: %s\r\n" % host.encode("latin-1"),
-        )
-        return _remember(self._request_lines, key, line)
-
-    def _keep_plain_head(self, key: tuple[Any, ...], head: bytes) -> bytes:
-        """Keep the whole head of a request with no body, kept alive; ``key`` is
-        (method, path, host), and its header block when it has headers."""
-        return _remember(self._plain_heads, key, head)
-
-    def _report_error(self, err: BaseException) -> None:
-        if not self.emit("error", err):
-            _debug.core.error("greenhttp: unhandled handler error: %r", err)
-
-    # -- the resume loop --------------------------------------------------------------
-    def _resume(self) -> None:
-        """Write what may be written now; connect if needed. Never blocks."""
-        if self._in_resume or not (self._pending or self._need_drain or self._closed):
-            return
-        if not self._pending and not self._closed:
-            # Only a drain to report (a pool's member freed up): the common case.
-            conn = self._conn
-            if (
-                conn is not None
-                and len(conn.running) < conn.max_concurrent
-                and not (conn.reset or conn.blocking or conn.writing)
-            ):
-                self._need_drain = False
-                self._drain()
-                # Done, unless a listener queued or closed meanwhile, or wrote without
-                # taking the last slot (a full connection is neither free nor idle).
-                if not (self._pending or self._closed) and (
-                    not self._need_drain or len(conn.running) >= conn.max_concurrent
-                ):
-                    return
-        self._in_resume = True
-        try:
-            self._resume_loop()
-        finally:
-            self._in_resume = False
-
-    def _resume_loop(self) -> None:
-        pending = self._pending
-        while True:
-            if self._destroyed:
-                return
-            conn = self._conn
-            running = len(conn.running) if conn is not None else 0
-            if self._closed and not pending and not running and not self._connecting:
-                self._finish_close()
-                return
-            if self._need_drain and not self.busy:
-                self._need_drain = False
-                self._drain()
-                continue
-            if not pending:
-                if conn is not None and conn.idle and conn.reset and not conn.writing:
-                    conn.destroy(InformationalError("reset"))
-                return
-            req = pending[0]
-            if req.done:
-                pending.popleft()
-                continue
-            if running >= self._max_concurrent():
-                return
-            if conn is None or conn.destroyed:
-                if not self._connecting:
-                    self._start_connect()
-                return
-            if conn.busy(req):
-                if conn.idle and conn.reset and not conn.writing:
-                    conn.destroy(InformationalError("reset"))
-                return
-            pending.popleft()
-            if not req.start(None):
-                continue
-            conn.write(req)
-            if len(conn.running) >= conn.max_concurrent:
-                return  # every slot taken: the next request goes when one frees up
-
-    def _drain(self) -> None:
-        """The client can take more: tell the owning pool (its ``_drain_hook``), then
-        the "drain" listeners. A failing hook is reported as a failing listener."""
-        hook = self._drain_hook
-        if hook is not None:
-            try:
-                hook(self._origin.origin)
-            except Exception as exc:
-                self._listener_failed("drain", exc)
-        if self._listeners.get("drain"):
-            self.emit("drain", self._origin.origin)
-
-    # -- connections -------------------------------------------------------------------
-    def _start_connect(self) -> None:
-        self._connecting = True
-        spawn_reader(self._run_connection)
-
-    def _connect_options(self) -> dict[str, Any]:
-        o = self._origin
-        req = self._pending[0] if self._pending else None
-        host = req.host if req is not None and req.host else o.host
-        options: dict[str, Any] = {
-            "hostname": o.hostname,
-            "host": host,
-            "protocol": o.protocol,
-            "port": str(o.port),
-            "local_address": self._opts.local_address,
-        }
-        if req is not None and req.servername:
-            options["servername"] = req.servername
-        return options
-
-    def _run_connection(self) -> None:
-        """The connection's greenlet: connect, then become its reader."""
-        me = getcurrent()
-        self._readers.add(me)
-        try:
-            options = self._connect_options()
-            origin = self._origin
-            if _debug.enabled():
-                _debug.core.debug("connecting to %s using %s%s", origin.host, origin.protocol, self._expected_version())
-            try:
-                sock = self._call_connector(options)
-            except GreenletExit:
-                self._connecting = False
-                return
-            except Exception as exc:
-                self._connecting = False
-                if _debug.enabled():
-                    _debug.core.debug(
-                        "connection to %s using %s%s errored - %s",
-                        origin.host,
-                        origin.protocol,
-                        self._expected_version(),
-                        exc,
-                    )
-                self._connect_failed(exc)
-                return
-            if self._destroyed:
-                self._connecting = False
-                sock.close()
-                return
-            conn = self._make_connection(sock)
-            conn.connect_options = options
-            self._conn = conn
-            self._connecting = False
-            self._connected_once = True
-            if _debug.enabled():
-                _debug.core.debug("connected to %s using %s%s", origin.host, origin.protocol, conn.version)
-            parkers, self._connect_parkers = self._connect_parkers, []
-            for p in parkers:
-                p.set(None)
-            self.emit("connect", origin.origin, [self])
-            self._resume()
-            conn.read_loop()
-        finally:
-            self._readers.discard(me)
-
-    def _call_connector(self, options: dict[str, Any]) -> Any:
-        """Run the connector (spec shape ``connector(options, callback)``); blocks until connected.
-
-        A connector may hand the socket back through the callback, the return
-        value, or both; an error through the callback or by raising.
-        """
-        parker = Parker()
-
-        def done(err: BaseException | None, sock: Any = None) -> None:
-            if err is not None:
-                parker.set_exception(err)
-            else:
-                parker.set(sock)
-
-        returned = self._connector(options, done)
-        if parker.ready() or returned is None:
-            sock = parker.get()  # waits for a connector that calls back later
-            if sock is None:
-                raise InvalidArgumentError("the connector reported success without a socket")
-            return sock
-        return returned
-
-    def _expected_version(self) -> str:
-        """The protocol a new connection will speak, as far as is known before ALPN."""
-        return "h2" if self._opts.use_h2c and self._origin.protocol == "http:" else "h1"
-
-    def _max_concurrent(self) -> int:
-        """The dispatch ceiling: ``pipelining`` on HTTP/1.1, the stream limit on HTTP/2."""
-        conn = self._conn
-        if conn is not None:
-            return conn.max_concurrent
-        return self._pipelining or 1
-
-    def _make_connection(self, sock: Any) -> Any:
-        """The protocol driver for a new socket: HTTP/2 when ALPN chose it (or h2c), else HTTP/1.1.
-
-        A driver exposes ``version``, ``running``, ``max_concurrent``,
-        ``busy(req)``, ``write(req)``, ``idle``, ``reset``, ``writing``,
-        ``blocking``, ``destroyed``, ``destroy(err)`` and ``read_loop()``, and
-        reports back through ``client._resume()`` and ``client._connection_lost()``.
-        """
-        selected = getattr(sock, "selected_alpn_protocol", None)
-        alpn = selected() if selected is not None else None
-        if alpn == "h2" or (self._opts.use_h2c and self._origin.protocol == "http:"):
-            from .h2_driver import H2Connection
-
-            return H2Connection(self, sock)
-        return H1Connection(self, sock)
-
-    def _connect_failed(self, err: BaseException) -> None:
-        parkers, self._connect_parkers = self._connect_parkers, []
-        for p in parkers:
-            p.set_exception(err)
-        if not isinstance(err, (InformationalError, SocketError)):
-            # Nothing was running: every queued request fails with the connect error.
-            pending = list(self._pending)
-            self._pending.clear()
-            for req in pending:
-                req.on_error(err)
-        self.emit("connectionError", self._origin.origin, [self], err)
-        self._resume()
-
-    def _connection_lost(self, conn: Any, err: BaseException, running: list[Request]) -> None:
-        """Called once by a connection when it ends (on its reader greenlet)."""
-        if self._conn is conn:
-            self._conn = None
-        if running:
-            if self._destroyed:
-                for req in running:
-                    req.on_error(err)
-            else:
-                # REFERENCE §3.6: the head of the pipeline fails unless the close
-                # was informational; the others go back to the queue and are re-sent.
-                first = running[0]
-                if not isinstance(err, InformationalError):
-                    first.on_error(err)
-                    rest = running[1:]
-                else:
-                    rest = running
-                for req in reversed(rest):
-                    if not req.done:
-                        self._pending.appendleft(req)
-        self.emit("disconnect", self._origin.origin, [self], err)
-        self._resume()
+        return self._core.dispatch(options, handler)
 
     # -- lifecycle ------------------------------------------------------------------------
     def connect(self, *args: Any, **options: Any) -> Any:
@@ -482,17 +141,7 @@ class Client(Dispatcher):
         """
         if args or options:
             return super().connect(*args, **options)
-        if self._destroyed:
-            raise ClientDestroyedError()
-        if self._closed:
-            raise ClientClosedError()
-        if self.connected:
-            return None
-        parker = Parker()
-        self._connect_parkers.append(parker)
-        if not self._connecting:
-            self._start_connect()
-        return parker.get()
+        return self._core.connect()
 
     def close(self, callback: Callable[..., Any] | None = None) -> None:
         """Stop taking requests, let the queued ones finish, then close.
@@ -503,17 +152,8 @@ class Client(Dispatcher):
         if callback is not None:
             self._in_background(self.close, callback)
             return None
-        if self._destroyed:
-            raise ClientDestroyedError()
-        self._closed = True
-        parker = Parker()
-        self._close_parkers.append(parker)
-        self._resume()
-        parker.get()
+        self._core.close()
         return None
-
-    def _finish_close(self) -> None:
-        self._destroy_now(None)
 
     def destroy(self, err: BaseException | None = None, callback: Callable[..., Any] | None = None) -> None:
         """Abort every queued and running request with ``err`` and close the connection.
@@ -525,51 +165,8 @@ class Client(Dispatcher):
         if callback is not None:
             self._in_background(lambda: self.destroy(err), callback)
             return None
-        if self._destroyed and not self._readers:
-            return None
-        self._destroy_now(err if err is not None else ClientDestroyedError())
-        me = getcurrent()
-        for reader in list(self._readers):
-            if reader is not me:
-                reader.join()
+        self._core.destroy(err)
         return None
-
-    def _destroy_now(self, err: BaseException | None) -> None:
-        if self._destroyed:
-            return
-        self._destroyed = True
-        self._closed = True
-        self._error_hook = _report_unhandled  # a bound method of ours, kept by us: a cycle
-        reason = err if err is not None else ClientDestroyedError()
-        pending = list(self._pending)
-        self._pending.clear()
-        for req in pending:
-            req.on_error(reason)
-        for p in self._connect_parkers:
-            p.set_exception(reason)
-        self._connect_parkers = []
-        conn = self._conn
-        if conn is not None:
-            conn.destroy(reason)
-        elif self._connecting:
-            for reader in list(self._readers):
-                if reader is not getcurrent():
-                    reader.kill(block=False)
-        parkers, self._close_parkers = self._close_parkers, []
-        if parkers:
-            me = getcurrent()
-            readers = [r for r in self._readers if r is not me]
-
-            def wake() -> None:
-                for r in readers:
-                    r.join()
-                for p in parkers:
-                    p.set(None)
-
-            if readers:
-                spawn(wake)
-            else:
-                wake()
 
     def _in_background(self, fn: Callable[[], Any], callback: Callable[..., Any]) -> None:
         def run() -> None:

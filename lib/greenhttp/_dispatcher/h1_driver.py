@@ -29,11 +29,13 @@ from .._runtime import (
     Deadline,
     GreenletExit,
     Parker,
+    Reader,
     at_round_end,
     call_soon,
     getcurrent,
     kill,
     read_buffer,
+    reader_park,
     ready_gauge,
     round_queue,
     spawn,
@@ -49,7 +51,7 @@ from ..errors import (
 )
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .client_core import ClientCore
 
 __all__ = ["H1Connection"]
 
@@ -87,7 +89,7 @@ class H1Connection:
 
     version = "h1"
 
-    def __init__(self, client: Client, sock: Any) -> None:
+    def __init__(self, client: ClientCore, sock: Any) -> None:
         self.client = client
         self.sock = sock
         self.transport = Transport(sock)
@@ -615,8 +617,8 @@ class H1Connection:
         view = self._view
         wait_first = True
         # A plain socket's readiness: a Reader greenlet parks on it itself.
-        park: Any = getattr(getcurrent(), "park", None)
-        watcher = transport.read_watcher if park is not None else None
+        reader: Any = getcurrent()
+        watcher = transport.read_watcher if isinstance(reader, Reader) else None
         recv_ready: Any = transport.ready_recv_into if watcher is not None else None
         while not self.destroyed and not self._stop_reading:
             head = self.running[0] if self.running else None
@@ -654,7 +656,7 @@ class H1Connection:
                     # (Otherwise the head's headers_timeout, armed as it was written, runs.)
                     self._arm_for_wait()
                 if watcher is not None:
-                    park(watcher)  # until readable: then recv_into won't wait
+                    reader_park(reader, watcher)  # until readable: then recv_into won't wait
                     try:
                         n = recv_ready(view)
                     except (BlockingIOError, InterruptedError):

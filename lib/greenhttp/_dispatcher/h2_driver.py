@@ -76,7 +76,7 @@ from .h2_stream import H2Stream, Timers, Uploads, replayable
 from .h2_tunnel import Tunnels
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .client_core import ClientCore
 
 __all__ = ["H2Connection"]
 
@@ -108,7 +108,7 @@ class H2Connection:
     blocking = False  # streams never wait for each other's response heads
     writing = False  # a streaming body does not hold the other streams back
 
-    def __init__(self, client: Client, sock: Any) -> None:
+    def __init__(self, client: ClientCore, sock: Any) -> None:
         opts = client._opts
         origin = client._origin
         self.client = client
@@ -129,7 +129,7 @@ class H2Connection:
         self.count = 0  # streams opened
         self.reader: Any = None
         self._limit = 1  # RFC 9113 §6.5.2 leaves it open until the peer's SETTINGS: one at a time
-        self._pipelining_caps = getattr(type(client), "_h2_pipelining_caps", False)
+        self._pipelining_caps = client._h2_pipelining_caps
         self._error: BaseException | None = None
         self._goaway_error: BaseException | None = None
         self._finished = False

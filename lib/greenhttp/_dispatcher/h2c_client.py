@@ -55,7 +55,7 @@ class H2CClient(Client):
     @property
     def pipelining(self) -> int:
         """Requests multiplexed at once (readable and writable; at most ``max_concurrent_streams``)."""
-        return self._pipelining
+        return self._core._pipelining
 
     @pipelining.setter
     def pipelining(self, value: int) -> None:
@@ -64,8 +64,7 @@ class H2CClient(Client):
         streams = self._opts.max_concurrent_streams
         if value > streams:
             raise InvalidArgumentError(f"pipelining cannot be greater than max_concurrent_streams ({streams}), got {value}")
-        self._pipelining = value
-        self._resume()
+        self._core.set_pipelining(value)
 
     def __repr__(self) -> str:
         return f"<greenhttp.H2CClient {self.origin} size={self.size}>"

@@ -1,8 +1,7 @@
 """``Pool``: up to ``connections`` clients to one origin, requests served first in, first out.
 
-The queue, the free stack, events and the lifecycle live in
-:mod:`.pool_base`; this module adds what makes it a *Pool*: options, how
-members are made (``factory``) and when one is too old (``client_ttl``).
+The options are checked here; the queue, the free stack, events and the
+lifecycle live in :mod:`.pool_core`, the public methods in :mod:`.pool_base`.
 """
 
 from __future__ import annotations
@@ -13,10 +12,10 @@ from typing import Any
 
 from .._core.options import validate_client_options
 from .._core.url import parse_origin
-from .._runtime import now
 from ..errors import InvalidArgumentError
 from .client import Client
-from .pool_base import Member, PoolBase
+from .pool_base import PoolBase
+from .pool_core import PoolCore
 
 __all__ = ["Pool", "check_connections", "check_client_ttl", "check_factory"]
 
@@ -84,50 +83,20 @@ class Pool(PoolBase):
         **client_options: Any,
     ) -> None:
         parsed = parse_origin(origin, "origin")
-        self._limit = check_connections(connections)
+        limit = check_connections(connections)
         ttl = check_client_ttl(client_ttl)
-        self._factory = check_factory(factory) or Client
+        make = check_factory(factory) or Client
         if factory is None:
             # Each Client validates again; doing it now names a bad option at once.
             opts = validate_client_options(client_options)
             if not callable(opts.connect):
                 # One connector for every member, so they share its TLS session cache.
                 client_options = {**client_options, "connect": Client._make_connector(opts)}
-        self._client_options = client_options
-        super().__init__(parsed.origin)
-        self._ttl = ttl
+        super().__init__()
+        self._client_options = client_options  # what members are made with (read by limits_of)
+        self._core = PoolCore(self, parsed.origin, self._listeners, limit, make, client_options, ttl)
 
     @property
     def connections(self) -> int | None:
         """The connection limit (None: no limit)."""
-        return self._limit or None
-
-    # -- members ---------------------------------------------------------------------------
-    def _take(self) -> Member | None:
-        free = self._free
-        while free:
-            member = free.pop()
-            member.free = False
-            if member.retired:
-                continue
-            client = member.client
-            if client._closed if member.native else client.closed:
-                self._retire(member)  # closed or destroyed from outside: replace it
-                continue
-            if self._ttl and self._expired(member):
-                self._retire(member)
-                continue
-            return member
-        if not self._limit or len(self._members) < self._limit:
-            return self._add(self._factory(self._origin_str, **self._client_options))
-        return None
-
-    def _has_room(self) -> bool:
-        return not self._limit or len(self._members) < self._limit
-
-    def _expired(self, member: Member) -> bool:
-        return bool(member.connected_at and now() - member.connected_at > self._ttl)
-
-    def _on_member_connect(self, member: Member) -> None:
-        if self._ttl:
-            member.connected_at = now()
+        return self._core._limit or None

@@ -207,8 +207,8 @@ class WebSocketStream:
         names = parse_protocols(protocols)
         self._target = target
         self._signal = signal
-        self.opened: AsyncResult = AsyncResult()
-        self.closed: AsyncResult = AsyncResult()
+        self.opened: Any = AsyncResult()  # (gevent has no type hints)
+        self.closed: Any = AsyncResult()
         self._readable = WebSocketStreamReadable(self)
         self._writable = WebSocketStreamWritable(self)
         self._session: Session | None = None

@@ -1,0 +1,266 @@
+"""The runtime primitives every request uses, compiled with the request path.
+
+A caller waiting for its response (:class:`Parker`), a connection's timeouts
+(:class:`Deadline`), writes held to the end of the hub's round
+(:func:`at_round_end`) and a reader greenlet parking on its socket
+(:func:`reader_park`). The rest of the runtime edge, :class:`Reader` among
+it, stays interpreted in ``_runtime/__init__.py``, which re-exports these
+names; nothing here is public (docs/performance.md, "Compiled modules").
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from gevent import Timeout, get_hub, getcurrent
+from greenlet import greenlet as _greenlet
+
+__all__ = [
+    "TIMER_FLOOR",
+    "Deadline",
+    "Parker",
+    "THROUGH_HUB",
+    "at_round_end",
+    "reader_park",
+    "switch",
+    "timer_seconds",
+]
+
+# gevent's libuv loop (its default on Windows; GEVENT_LOOP=libuv elsewhere) counts
+# time in whole milliseconds and warns about any shorter timer. Node's timers have
+# the same 1 ms floor. So every timer here lasts at least that long.
+TIMER_FLOOR = 0.001
+
+switch = _greenlet.switch  # a plain greenlet switch (gevent's Hub.switch adds switch_out)
+THROUGH_HUB: Any = object()  # Reader.wake: this read's wake-ups go through the hub, in order
+
+# The Reader class of _runtime (interpreted: it derives from gevent's Greenlet),
+# set there once it is defined. A Reader keeps the first wake-up of a read.
+reader_class: Any = None
+
+# Greenlet classes seen without a switch_out method (gevent.Greenlet, the main
+# greenlet's): a greenlet of one of them parks with a plain switch to the hub.
+_NO_SWITCH_OUT: set[Any] = set()
+
+
+def timer_seconds(seconds: float) -> float:
+    """``seconds``, raised to :data:`TIMER_FLOOR` when it is positive but shorter."""
+    return TIMER_FLOOR if 0 < seconds < TIMER_FLOOR else seconds
+
+
+def at_round_end(queue: list[Callable[[], None]], fn: Callable[[], None]) -> None:
+    """Run ``fn()`` once the hub has handled its current round of ready sockets,
+    together with everything else queued for then, in order. Never blocks.
+
+    ``fn`` must not block. What readers write this way leaves in one burst
+    instead of one send between every two reads.
+    """
+    if not queue:
+        get_hub().loop.run_callback(_run_round, queue)
+    queue.append(fn)
+
+
+def _run_round(queue: list[Callable[[], None]]) -> None:
+    fns = queue[:]
+    del queue[:]
+    for fn in fns:
+        try:
+            fn()
+        except Exception:
+            get_hub().handle_error(fn, *sys.exc_info())
+
+
+class Parker:
+    """Park one greenlet until another delivers a value or an error. Single use.
+
+    ``set``/``set_exception`` never block and may be called from any greenlet
+    (or the hub); ``get`` blocks the calling greenlet. Like gevent's ``Waiter``
+    with the value kept, so a late wake-up after the waiter gave up (a
+    ``gevent.Timeout``) is harmless; unlike it, no second object per wait.
+    """
+
+    def __init__(self) -> None:
+        self._waiter: Any = None  # the greenlet parked in get(), while it is
+        self._value: Any = None
+        self._exc: BaseException | None = None
+        self._state = 0
+
+    def ready(self) -> bool:
+        return self._state != 0
+
+    def set(self, value: Any = None) -> None:
+        if self._state:
+            return
+        self._state = 1
+        self._value = value
+        if self._waiter is not None:
+            reader = getcurrent()
+            if reader.__class__ is reader_class and reader.wake is None:
+                reader.wake = self  # (_wake's common case, without the call: the reader keeps it)
+            else:
+                _wake(self)
+
+    def set_exception(self, exc: BaseException) -> None:
+        if self._state:
+            return
+        self._state = 2
+        self._exc = exc
+        if self._waiter is not None:
+            _wake(self)
+
+    def get(self, timeout: float | None = None) -> Any:
+        if not self._state:
+            current = self._waiter = getcurrent()
+            try:
+                if timeout is None and current.__class__ in _NO_SWITCH_OUT:
+                    switch(get_hub())  # (what _park does, without the call: the common wait)
+                elif timeout is None:
+                    _park(current)
+                else:
+                    with Timeout(timer_seconds(timeout)):
+                        _park(current)
+            finally:
+                self._waiter = None
+        if self._state == 2:
+            # Hand the error over once and keep no reference to it: the frames in its
+            # traceback (this one, the caller's) refer to this Parker.
+            exc = self._exc
+            self._exc = None
+            if exc is not None:
+                try:
+                    raise exc
+                finally:
+                    del exc
+        return self._value
+
+    def _resume(self) -> None:
+        """From the hub: resume the greenlet parked in :meth:`get`, if it still is."""
+        greenlet = self._waiter
+        if greenlet is not None:
+            greenlet.switch()
+
+
+def _park(current: Any) -> None:
+    """Switch from ``current`` to the hub until something switches back.
+
+    gevent's ``Hub.switch`` first calls the current greenlet's ``switch_out``
+    if it has one: a Reader hands its kept wake-up over there, and the
+    hub's own raises ``BlockingSwitchOutError`` (nothing may block in the hub).
+    Most greenlets have none, and looking for it raises and catches an
+    ``AttributeError`` every time; so a class found without one is remembered,
+    and its greenlets switch to the hub directly.
+    """
+    hub = get_hub()
+    cls = current.__class__
+    if cls in _NO_SWITCH_OUT:
+        switch(hub)
+    elif hasattr(cls, "switch_out") or hasattr(current, "switch_out"):
+        hub.switch()
+    else:
+        _NO_SWITCH_OUT.add(cls)
+        switch(hub)
+
+
+def _wake(parker: Parker) -> None:
+    """Resume the greenlet parked in ``parker.get()``. Wake-ups keep the order they are made in.
+
+    On a Reader, the first wake-up of a read is kept for the reader to
+    hand over as it parks; a second one sends the kept one to the hub first.
+    """
+    reader = getcurrent()
+    if reader.__class__ is reader_class:
+        kept = reader.wake
+        if kept is None:
+            reader.wake = parker
+            return
+        if kept is not THROUGH_HUB:
+            reader.wake = THROUGH_HUB
+            get_hub().loop.run_callback(kept._resume)
+    get_hub().loop.run_callback(parker._resume)
+
+
+def reader_park(reader: Any, watcher: Any) -> None:
+    """``reader.park(watcher)`` (see ``Reader.park``): block the Reader greenlet
+    ``reader``, the current one, until ``watcher`` fires; a kept wake-up runs first."""
+    watcher.start(reader.switch)
+    try:
+        parker = reader.wake
+        if parker is not None:
+            reader.wake = None
+            if parker is not THROUGH_HUB:
+                target = parker._waiter
+                if target is not None:  # still parked in parker.get()
+                    target.switch()  # what the hub's parker._resume() would do
+                    return
+        # The hub's own switch() would first call switch_out(), which has nothing
+        # to hand over now (no kept wake-up): switch to the hub directly.
+        switch(reader.parent)
+    finally:
+        watcher.stop()
+
+
+def _closed() -> None:
+    """The callback of a closed :class:`Deadline`."""
+
+
+class Deadline:
+    """One lazily re-armed timer for a deadline that moves often.
+
+    Setting a later deadline costs an attribute store; the timer, when it
+    fires early, re-arms itself for the rest. So a connection can refresh its
+    body timeout on every chunk without creating a timer per chunk. Used by
+    one greenlet at a time (the connection's owner).
+    """
+
+    def __init__(self, callback: Callable[[], Any]) -> None:
+        self._loop: Any = get_hub().loop
+        self._callback = callback
+        self._timer: Any = None
+        self._due = 0.0
+        self.deadline: float | None = None
+
+    def set(self, seconds: float) -> None:
+        """Fire ``callback()`` once ``seconds`` from now have passed (0: cancel)."""
+        if not seconds:
+            self.deadline = None
+            return
+        due: float = self._loop.now() + seconds
+        self.deadline = due
+        if self._timer is None:
+            self._arm(seconds, due)
+        elif self._due > due + 0.001:
+            self._timer.close()
+            self._arm(seconds, due)
+
+    def clear(self) -> None:
+        self.deadline = None
+
+    def close(self) -> None:
+        """Cancel for good: the callback (often a bound method of the owner) is dropped too."""
+        self.deadline = None
+        self._callback = _closed
+        if self._timer is not None:
+            self._timer.close()
+            self._timer = None
+
+    def _arm(self, seconds: float, due: float) -> None:
+        self._due = due
+        timer = self._timer = self._loop.timer(timer_seconds(seconds), ref=False)
+        timer.start(self._fire)
+
+    def _fire(self) -> None:
+        timer = self._timer
+        self._timer = None
+        if timer is not None:
+            timer.close()
+        due = self.deadline
+        if due is None:
+            return
+        left = due - self._loop.now()
+        if left > 0.0005:
+            self._arm(left, due)
+            return
+        self.deadline = None
+        self._callback()
