@@ -50,7 +50,7 @@ class Member:
     """One dispatcher of a pool and the pool's bookkeeping about it."""
 
     def __init__(self, pool: PoolCore, client: Any) -> None:
-        self.pool = pool
+        self.pool = pool  # told of this member's drains by its client's core (ClientCore._drain)
         self.client = client
         # A greenhttp Client's core, which the pool talks to directly. After its
         # dispatch() returns False, its _need_drain says whether it is busy (it
