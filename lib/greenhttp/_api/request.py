@@ -62,6 +62,19 @@ class RequestHandler(Parker):
     It is also the :class:`Parker` its caller waits on for the response.
     """
 
+    __slots__ = (
+        "opaque",
+        "on_info",
+        "raw",
+        "hwm",
+        "controller",
+        "context",
+        "body",
+        "response",
+        "abort_reason",
+        "unbind",
+    )
+
     def __init__(self, opaque: Any, on_info: Any, raw: bool, hwm: int) -> None:
         # Parker's state, set here rather than through Parker.__init__ (one call fewer).
         self._waiter = self._value = self._exc = None

@@ -49,6 +49,8 @@ __all__ = ["Member", "PoolCore"]
 class Member:
     """One dispatcher of a pool and the pool's bookkeeping about it."""
 
+    __slots__ = ("pool", "client", "core", "direct", "free", "retired", "connected_at")
+
     def __init__(self, pool: PoolCore, client: Any) -> None:
         self.pool = pool  # told of this member's drains by its client's core (ClientCore._drain)
         self.client = client

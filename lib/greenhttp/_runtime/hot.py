@@ -81,6 +81,9 @@ class Parker:
     ``gevent.Timeout``) is harmless; unlike it, no second object per wait.
     """
 
+    # (Compiled, the fields are a C struct anyway; interpreted, the slots keep it small.)
+    __slots__ = ("_waiter", "_value", "_exc", "_state")
+
     def __init__(self) -> None:
         self._waiter: Any = None  # the greenlet parked in get(), while it is
         self._value: Any = None
@@ -213,6 +216,8 @@ class Deadline:
     body timeout on every chunk without creating a timer per chunk. Used by
     one greenlet at a time (the connection's owner).
     """
+
+    __slots__ = ("_loop", "_callback", "_timer", "_due", "deadline")
 
     def __init__(self, callback: Callable[[], Any]) -> None:
         self._loop: Any = get_hub().loop
