@@ -2,9 +2,9 @@
 
 The reader greenlet owns the socket's read side and the parser, and turns
 parser events into the request guard's calls (``_core/request.py``). The
-:class:`Client` owns the queue; this module asks it for the next request
-(``client._resume()``) whenever the connection may take one, and reports
-its death (``client._connection_lost``).
+client's core (:class:`ClientCore`) owns the queue; this module asks it for
+the next request (``client._resume()``) whenever the connection may take
+one, and reports its death (``client._connection_lost``).
 
 Timeouts are one lazily re-armed :class:`Deadline` per connection: the
 headers, body and keep-alive idle timeouts are the same timer with a moving

@@ -1,11 +1,12 @@
 """One HTTP/2 connection of a :class:`Client`: many streams, one reader greenlet.
 
-The shape is the HTTP/1.1 driver's (``h1_driver.py``): the :class:`Client`
-owns the queue and calls :meth:`H2Connection.write` for each request it lets
-through; the connection's greenlet runs :meth:`H2Connection.read_loop`, feeds
-the sans-IO session (``_core/h2.py``) and turns its events into the request
-guard's calls; it reports back with ``client._resume()`` when a stream frees
-up and ``client._connection_lost()`` once, when it ends.
+The shape is the HTTP/1.1 driver's (``h1_driver.py``): the client's core
+(:class:`ClientCore`) owns the queue and calls :meth:`H2Connection.write`
+for each request it lets through; the connection's greenlet runs
+:meth:`H2Connection.read_loop`, feeds the sans-IO session (``_core/h2.py``)
+and turns its events into the request guard's calls; it reports back with
+``client._resume()`` when a stream frees up and ``client._connection_lost()``
+once, when it ends.
 
 Writing. Every ``h2`` call is plain Python that never yields, so any
 greenlet may queue frames at any time; bytes reach the socket through one
