@@ -32,6 +32,7 @@ OPTIONS = {
     "initial_window_size": ([1, 262144, None], [0, -5, "1"]),
     "connection_window_size": ([1, 524288, None], [0, 2.5, "1"]),
     "ping_interval": ([0, 60, None], [-1, "60", float("inf")]),
+    "busy_poll": ([0, 50e-6, 0.001, None], [-1e-6, "50e-6", float("nan"), True]),
     "web_socket": (
         [{"max_fragments": 0, "max_payload_size": 10}, {}, None],
         [{"max_fragments": -1}, {"max_payload_size": "1"}, {"unknown": 1}, 5],

@@ -100,6 +100,7 @@ class ClientOptions:
     ping_interval: float = 60.0
     socket_path: str | None = None
     max_cached_sessions: int | None = None
+    busy_poll: float = 50e-6
     web_socket: WebSocketOptions = field(default_factory=WebSocketOptions)
 
 
@@ -121,6 +122,7 @@ def validate_client_options(opts: dict[str, Any], **defaults: Any) -> ClientOpti
         "headers_timeout",
         "connect_timeout",
         "ping_interval",
+        "busy_poll",
     ):
         out[name] = check_timeout(name, o.get(name), getattr(base, name))
     for name in ("keep_alive_timeout", "keep_alive_max_timeout"):

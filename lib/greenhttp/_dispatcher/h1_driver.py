@@ -30,6 +30,7 @@ from .._runtime import (
     GreenletExit,
     Parker,
     Reader,
+    Spin,
     at_round_end,
     call_soon,
     getcurrent,
@@ -113,6 +114,7 @@ class H1Connection:
         self._writer: Any = None  # the greenlet writing a large or streamed body, if any
         self._phase = _IDLE
         self._deadline = Deadline(self._on_deadline)
+        self._spin = Spin(client._opts.busy_poll)  # the hub polls, not sleeps, for a fast answer
         self._resume_parker: Parker | None = None
         self._error: BaseException | None = None
         self._continue: Parker | None = None  # expect: 100-continue in progress
@@ -185,6 +187,7 @@ class H1Connection:
             self.blocking = True
         if _DEBUG_MAYBE() and _DEBUG():
             _debug.core.debug("sending request to %s %s%s", method, client._origin.origin, req.path)
+        self._spin.sent()  # before sending: a send that fails ends the connection, and the wait
 
         body = req.body
         if body is None:
@@ -615,6 +618,7 @@ class H1Connection:
         transport = self.transport
         parser = self.parser
         view = self._view
+        spin = self._spin
         wait_first = True
         # A plain socket's readiness: a Reader greenlet parks on it itself.
         reader: Any = getcurrent()
@@ -665,6 +669,7 @@ class H1Connection:
                     n = transport.recv_into(view, True)
             else:
                 n = transport.recv_into(view, False)
+            spin.read()
             if n == 0:
                 return self._eof()
             wait_first = n < 65536
@@ -775,6 +780,7 @@ class H1Connection:
         self._finished = True
         self.destroyed = True
         self._deadline.close()
+        self._spin.ended()
         if self._continue is not None:
             self._continue.set(False)
         writer, self._writer = self._writer, None

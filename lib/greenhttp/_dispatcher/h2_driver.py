@@ -62,7 +62,7 @@ from .._core.h2 import (
 from .._core.request import EXPECTS_PAYLOAD, Request
 from .._net.connector import socket_failure, socket_info
 from .._net.stream import Transport
-from .._runtime import GreenletExit, call_soon, getcurrent, kill, now, spawn
+from .._runtime import GreenletExit, Spin, call_soon, getcurrent, kill, now, spawn
 from ..errors import (
     BodyTimeoutError,
     ClientDestroyedError,
@@ -138,6 +138,7 @@ class H2Connection:
         self._flush_scheduled = False
         self._processing = False  # the reader is handling a batch (it flushes at the end)
         self._in_read = False
+        self._spin = Spin(opts.busy_poll)  # the hub polls, not sleeps, for a fast answer
         self._wake_scheduled = False
         self._work = False
         self._resumed: list[H2Stream] = []
@@ -248,6 +249,7 @@ class H2Connection:
             stream.expect = True
         else:
             self.uploads.start(stream)
+        self._spin.sent()
         self._schedule_flush()
 
     # -- flushing -------------------------------------------------------------------------------
@@ -376,6 +378,7 @@ class H2Connection:
                     continue
                 finally:
                     self._in_read = False
+                self._spin.read()
                 if n == 0:
                     err = self._eof()
                     break
@@ -668,6 +671,7 @@ class H2Connection:
         self._finished = True
         self.destroyed = True
         self.timers.close()
+        self._spin.ended()
         writer = self._writer
         if writer is not None:
             kill(writer)

@@ -19,7 +19,7 @@ import gevent.queue
 from gevent import GreenletExit, Timeout, get_hub, getcurrent, spawn
 
 from . import hot
-from .hot import THROUGH_HUB, Deadline, Parker, at_round_end, reader_park, timer_seconds
+from .hot import THROUGH_HUB, Deadline, Parker, Spin, at_round_end, reader_park, timer_seconds
 
 __all__ = [
     "AsyncResult",
@@ -30,6 +30,7 @@ __all__ = [
     "Queue",
     "Reader",
     "Semaphore",
+    "Spin",
     "Timeout",
     "at_round_end",
     "call_soon",

@@ -2,16 +2,19 @@
 
 A caller waiting for its response (:class:`Parker`), a connection's timeouts
 (:class:`Deadline`), writes held to the end of the hub's round
-(:func:`at_round_end`) and a reader greenlet parking on its socket
-(:func:`reader_park`). The rest of the runtime edge, :class:`Reader` among
-it, stays interpreted in ``_runtime/__init__.py``, which re-exports these
+(:func:`at_round_end`), a reader greenlet parking on its socket
+(:func:`reader_park`) and the hub's busy polling while a fast peer answers
+(:class:`BusyPoll`, :class:`Spin`). The rest of the runtime edge,
+:class:`Reader` among it, stays interpreted in ``_runtime/__init__.py``, which re-exports these
 names; nothing here is public (docs/performance.md, "Compiled modules").
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 from gevent import Timeout, get_hub, getcurrent
@@ -19,8 +22,10 @@ from greenlet import greenlet as _greenlet
 
 __all__ = [
     "TIMER_FLOOR",
+    "BusyPoll",
     "Deadline",
     "Parker",
+    "Spin",
     "THROUGH_HUB",
     "at_round_end",
     "reader_park",
@@ -269,3 +274,157 @@ class Deadline:
             return
         self.deadline = None
         self._callback()
+
+
+# Backing off from a peer too slow for busy polling: after the n-th such answer in a
+# row (n at most _MAX_MISSES), the next 2**n - 1 requests let the hub sleep at once.
+_MAX_MISSES = 6
+_sched_yield: Any = getattr(os, "sched_yield", None)
+
+
+class BusyPoll:
+    """A hub's busy polling: its loop polls its sockets instead of sleeping
+    while a request sent to a fast peer waits for its answer. One per hub.
+
+    Sleeping costs a request the time the kernel takes to wake the thread
+    once the answer is there: tens of microseconds on a virtual machine,
+    more than a loopback round trip. While a request it was armed for
+    waits, for at most the budget since the last arming, an idle watcher
+    keeps the loop from blocking: the loop polls its sockets with a zero
+    timeout, runs whatever is ready as usual, and calls the idle callback
+    only when nothing was. That callback yields the CPU to any other thread
+    or process that wants it (``sched_yield``), so the polling takes only
+    time nobody else uses. docs/performance.md, "Busy polling".
+
+    A stretch of polling ends when nobody waits or when its budget runs
+    out; then whatever was armed in it is forgotten (:attr:`stretch`), so a
+    request that is never answered nor cancelled keeps nothing polling.
+
+    Answers slower than the budget make it back off: the n-th in a row lets
+    the next 2**n - 1 requests (at most 63) wait without polling. A peer
+    that answers in time resets that. So a slow peer costs one budget of
+    polling every 64 requests, and a fast one is polled for every time.
+    Used from its hub's thread only.
+    """
+
+    __slots__ = ("_loop", "_idle", "_until", "_waiting", "_misses", "_skip", "stretch")
+
+    def __init__(self, loop: Any) -> None:
+        self._loop: Any = loop
+        # The idle watcher while polling, else None. Made for each stretch of polling
+        # and closed after it: on libuv a watcher must be closed before it is dropped,
+        # and this one would otherwise live as long as its hub.
+        self._idle: Any = None
+        self._until = 0.0  # perf_counter() time past which the loop may sleep again
+        self._waiting = 0  # armed requests not yet answered
+        self._misses = 0  # answers in a row that came after their budget
+        self._skip = 0  # requests still to let wait without polling
+        self.stretch = 0  # counts the stretches of polling: which one an arming belongs to
+
+    def arm(self, budget: float) -> float:
+        """A request just sent waits for its answer: poll for up to ``budget`` seconds.
+
+        Returns the time it was armed (``perf_counter()``), to be handed to
+        :meth:`answered` or :meth:`cancel`; 0.0 while backing off (nothing armed).
+        """
+        if self._skip:
+            self._skip -= 1
+            return 0.0
+        now = perf_counter()
+        until = now + budget
+        if self._idle is None:
+            self.stretch += 1
+            self._waiting = 1
+            self._until = until
+            # ref=False: polling for an answer never keeps the loop alive on its own.
+            idle = self._idle = self._loop.idle(ref=False)
+            idle.start(self._poll)
+        else:
+            self._waiting += 1
+            if until > self._until:
+                self._until = until
+        return now
+
+    @property
+    def polling(self) -> bool:
+        """Whether the loop polls now instead of sleeping."""
+        return self._idle is not None
+
+    def answered(self, armed: float, stretch: int, budget: float) -> None:
+        """The first answer to a request armed at ``armed``, in stretch ``stretch``, arrived."""
+        if stretch == self.stretch and self._idle is not None:
+            self._waiting -= 1
+        if perf_counter() - armed <= budget:
+            self._misses = 0
+        else:
+            misses = self._misses
+            if misses < _MAX_MISSES:
+                misses += 1
+                self._misses = misses
+            self._skip = (1 << misses) - 1
+
+    def cancel(self, stretch: int) -> None:
+        """A request armed for in stretch ``stretch`` will have no answer (its connection ended)."""
+        if stretch == self.stretch and self._idle is not None:
+            self._waiting -= 1
+
+    def _poll(self) -> None:
+        """The idle callback: the loop found nothing ready in this pass."""
+        if self._waiting > 0 and perf_counter() < self._until:
+            if _sched_yield is not None:
+                _sched_yield()
+            return
+        # Nobody waits, or not within the budget: the loop may sleep again.
+        idle = self._idle
+        self._idle = None
+        self._waiting = 0
+        if idle is not None:
+            idle.close()
+
+
+def busy_poll() -> BusyPoll:
+    """The calling thread's hub's :class:`BusyPoll`."""
+    hub = get_hub()
+    poll: BusyPoll | None = getattr(hub, "_greenhttp_busy_poll", None)
+    if poll is None:
+        poll = hub._greenhttp_busy_poll = BusyPoll(hub.loop)
+    return poll
+
+
+class Spin:
+    """One connection's use of its hub's :class:`BusyPoll`, with the client's budget.
+
+    The connection calls :meth:`sent` as it writes a request, :meth:`read`
+    after every read from its socket and :meth:`ended` as it closes. One
+    request at a time is timed: the oldest unanswered one. Budget 0: inert.
+    """
+
+    __slots__ = ("_poll", "_budget", "_armed", "_stretch")
+
+    def __init__(self, budget: float) -> None:
+        self._poll: BusyPoll | None = busy_poll() if budget > 0 else None
+        self._budget = budget
+        self._armed = 0.0  # when the timed request was sent (0.0: none is)
+        self._stretch = 0  # the poll's stretch it was armed in
+
+    def sent(self) -> None:
+        """A request went out (or is about to): its answer is awaited."""
+        poll = self._poll
+        if poll is not None and not self._armed:
+            self._armed = poll.arm(self._budget)
+            self._stretch = poll.stretch
+
+    def read(self) -> None:
+        """Bytes arrived: the timed request, if any, is answered."""
+        armed = self._armed
+        poll = self._poll
+        if armed and poll is not None:
+            self._armed = 0.0
+            poll.answered(armed, self._stretch, self._budget)
+
+    def ended(self) -> None:
+        """The connection closed: the timed request will not be answered here."""
+        poll = self._poll
+        if self._armed and poll is not None:
+            self._armed = 0.0
+            poll.cancel(self._stretch)
