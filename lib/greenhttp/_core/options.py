@@ -100,7 +100,7 @@ class ClientOptions:
     ping_interval: float = 60.0
     socket_path: str | None = None
     max_cached_sessions: int | None = None
-    busy_poll: float = 50e-6
+    busy_poll: float = 100e-6
     web_socket: WebSocketOptions = field(default_factory=WebSocketOptions)
 
 

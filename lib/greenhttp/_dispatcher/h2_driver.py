@@ -249,7 +249,6 @@ class H2Connection:
             stream.expect = True
         else:
             self.uploads.start(stream)
-        self._spin.sent()
         self._schedule_flush()
 
     # -- flushing -------------------------------------------------------------------------------
@@ -270,6 +269,10 @@ class H2Connection:
         data = self.session.data_to_send()
         if not data:
             return
+        if self.running:
+            # Timed from here, not from when the stream opened (the frames are
+            # flushed a loop pass later); before sending, as a failed send ends it.
+            self._spin.sent()
         transport = self.transport
         if transport.fast:
             try:
