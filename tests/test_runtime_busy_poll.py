@@ -195,3 +195,28 @@ def test_a_first_write_that_fails_leaves_nothing_waiting(make_server):
         _settled(poll)
     finally:
         client.close()
+
+
+def test_a_streamed_upload_is_not_timed(make_server):
+    """Its answer comes only after the body: timing it from the head would count
+    every upload as a slow answer and make the poll back off."""
+    seen = []
+
+    def handler(conn):
+        while True:
+            req = conn.read_head()
+            if req is None:
+                return
+            seen.append(_poll().polling)  # as the head arrives
+            conn.read_body(req)
+            conn.respond(b"ok")
+
+    server = make_server(handler)
+    client = greenhttp.Client(server.origin, busy_poll=1.0)
+    try:
+        assert client.request(path="/", method="POST", body=iter([b"a", b"b"])).body.text() == "ok"
+        assert client.request(path="/", method="POST", body=b"ab").body.text() == "ok"
+        assert seen == [False, True]
+        _settled(_poll())
+    finally:
+        client.close()

@@ -187,13 +187,16 @@ class H1Connection:
             self.blocking = True
         if _DEBUG_MAYBE() and _DEBUG():
             _debug.core.debug("sending request to %s %s%s", method, client._origin.origin, req.path)
-        self._spin.sent()  # before sending: a send that fails ends the connection, and the wait
 
         body = req.body
-        if body is None:
-            self._send(head)
-        elif stream is None and not req.expect_continue and len(body) <= _INLINE_BODY:  # type: ignore[arg-type]
-            self._send(head + body)  # type: ignore[operator]
+        if body is None or (
+            stream is None and not req.expect_continue and len(body) <= _INLINE_BODY  # type: ignore[arg-type]
+        ):
+            # Its answer is due once these bytes are out: time it (before sending, as a
+            # send that fails ends the connection, and the wait). A body a writer
+            # greenlet sends is answered only after it: not timed.
+            self._spin.sent()
+            self._send(head if body is None else head + body)  # type: ignore[operator]
         else:
             self.writing = True
             self._writer = spawn(self._write_body, req, head, body, stream)
