@@ -31,10 +31,20 @@ def _no_back_off():
     poll._misses = poll._skip = 0
 
 
-def _settled(poll: hot.BusyPoll) -> None:
-    """Wait until ``poll`` stopped polling; a waiting count left over is a leak."""
+def _idle(poll: hot.BusyPoll) -> None:
+    """Wait until ``poll`` stopped polling (for what earlier tests armed)."""
     wait_for(lambda: not poll.polling, what="the loop to stop polling")
-    assert poll._waiting == 0
+
+
+def _settled(poll: hot.BusyPoll) -> None:
+    """Everything armed was answered or taken back, and the loop stops polling.
+
+    Call it within the budget of the stretch the test armed (1 s or more): while
+    that stretch runs, an arming nobody took back still counts (a leak); only
+    the end of the stretch forgets it.
+    """
+    assert not poll.polling or poll._waiting == 0, f"{poll._waiting} armed and never answered"
+    _idle(poll)
 
 
 def test_one_busy_poll_per_hub():
@@ -43,7 +53,7 @@ def test_one_busy_poll_per_hub():
 
 def test_arming_polls_until_the_answer_then_stops():
     poll = _poll()
-    _settled(poll)
+    _idle(poll)
     armed = poll.arm(1.0)
     assert armed > 0 and poll.polling and poll._waiting == 1
     gevent.sleep(0)  # a pass of the loop with someone waiting: it goes on polling
@@ -55,7 +65,7 @@ def test_arming_polls_until_the_answer_then_stops():
 
 def test_the_budget_ends_the_polling_of_an_unanswered_request():
     poll = _poll()
-    _settled(poll)
+    _idle(poll)
     poll.arm(0.002)
     stretch = poll.stretch
     wait_for(lambda: not poll.polling, timeout=2, what="the 2 ms budget to end")
@@ -72,7 +82,7 @@ def test_the_budget_ends_the_polling_of_an_unanswered_request():
 
 def test_late_answers_back_off_exponentially_and_a_timely_one_resets():
     poll = _poll()
-    _settled(poll)
+    _idle(poll)
     skipped = []
     for _ in range(8):
         armed = poll.arm(1e-3)
@@ -118,7 +128,7 @@ def test_busy_poll_0_never_polls(make_server):
     client = greenhttp.Client(server.origin, busy_poll=0)
     try:
         poll = _poll()
-        _settled(poll)
+        _idle(poll)
         assert client.request(path="/").body.text() == "ok"
         assert client._core._conn._spin._poll is None
         assert not poll.polling and poll._waiting == 0
@@ -220,3 +230,23 @@ def test_a_streamed_upload_is_not_timed(make_server):
         _settled(_poll())
     finally:
         client.close()
+
+
+def test_an_h2_connection_closed_while_a_stream_waits_stops_waiting(make_h2_server, make_h2c):
+    arrived = gevent.event.Event()
+
+    def handler(conn):
+        if conn.next_request(timeout=5) is not None:
+            arrived.set()
+        conn.next_request(timeout=5)  # no answer: until the client goes
+
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin, busy_poll=1.0)
+    job = gevent.spawn(client.request, path="/")
+    assert arrived.wait(5)
+    poll = _poll()
+    wait_for(lambda: poll._waiting == 1, timeout=1, what="the stream's wait to be armed")
+    client.destroy()
+    with pytest.raises(greenhttp.errors.ClientDestroyedError):
+        job.get(timeout=5)
+    _settled(poll)
