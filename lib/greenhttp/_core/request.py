@@ -39,6 +39,7 @@ __all__ = [
     "REQUEST_DONE",
     "RESPONSE_STARTED",
     "WHOLE_RESPONSE_TAKERS",
+    "refuse",
 ]
 
 _KNOWN_METHODS = {
@@ -56,6 +57,16 @@ IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "QUERY"})
 # Methods for which strict_content_length does not check a declared length.
 _LENGTH_UNCHECKED = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "CONNECT"})
 _REFUSED_HEADERS = frozenset({"transfer-encoding", "keep-alive", "upgrade"})
+
+
+def refuse(handler: Any, err: BaseException) -> None:
+    """Fail a request no connection took: ``handler.on_response_error(None, err)``,
+    as the spec has it, or raise ``err`` from a handler without that method."""
+    on_error = getattr(handler, "on_response_error", None)
+    if on_error is None:
+        raise err
+    on_error(None, err)
+
 
 # Guard states.
 _CREATED, _STARTED, _HEADERS, _DONE = 0, 1, 2, 3

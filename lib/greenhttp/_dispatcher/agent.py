@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core.options import validate_client_options
+from .._core.request import refuse
 from .._core.url import parse_origin
 from ..errors import (
     ClientClosedError,
@@ -128,10 +129,7 @@ class Agent(Dispatcher):
             except (KeyError, TypeError):
                 dispatcher = self._route(origin, key, options.get("allow_h2") is False)
         except Exception as exc:
-            on_error = getattr(handler, "on_response_error", None)
-            if on_error is None:
-                raise
-            on_error(None, exc)
+            refuse(handler, exc)
             return False
         return dispatcher.dispatch(options, handler)
 

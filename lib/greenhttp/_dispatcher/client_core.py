@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _debug
 from .._core.options import ClientOptions
-from .._core.request import Request
+from .._core.request import Request, refuse
 from .._core.url import Origin
 from .._runtime import GreenletExit, Parker, getcurrent, spawn, spawn_reader
 from ..errors import (
@@ -161,10 +161,7 @@ class ClientCore:
                 raise ClientClosedError()
             req = Request(options, handler)
         except Exception as exc:
-            on_error = getattr(handler, "on_response_error", None)
-            if on_error is None:
-                raise
-            on_error(None, exc)
+            refuse(handler, exc)
             return False
         req.error_hook = self._error_hook
         if req.length_mismatch and self._opts.strict_content_length:

@@ -37,6 +37,7 @@ from functools import partial
 from typing import Any
 
 from .. import _debug
+from .._core.request import refuse
 from .._runtime import Parker, now
 from ..errors import ClientClosedError, ClientDestroyedError, GreenHTTPError
 from .client import Client
@@ -64,14 +65,6 @@ class Member:
         self.free = False  # on the pool's free stack
         self.retired = False  # left the pool (connection error, TTL): ignore its drains
         self.connected_at = 0.0  # loop time of its last "connect" (for client_ttl)
-
-
-def _deliver_error(handler: Any, err: BaseException) -> None:
-    """Fail a request that never reached a member (spec: ``on_response_error(None, err)``)."""
-    on_error = getattr(handler, "on_response_error", None)
-    if on_error is None:
-        raise err
-    on_error(None, err)
 
 
 class PoolCore:
@@ -150,7 +143,7 @@ class PoolCore:
     def dispatch(self, options: dict[str, Any], handler: Any) -> bool:
         """``Pool.dispatch``: hand the request to a free member, or queue it; never blocks."""
         if self._closed:
-            _deliver_error(handler, ClientDestroyedError() if self._destroyed else ClientClosedError())
+            refuse(handler, ClientDestroyedError() if self._destroyed else ClientClosedError())
             return False
         queue = self._queue
         if queue:
@@ -160,7 +153,7 @@ class PoolCore:
         try:
             member = self._take()
         except Exception as exc:  # the factory failed
-            _deliver_error(handler, exc)
+            refuse(handler, exc)
             return False
         if member is None:
             queue.append((options, handler))
@@ -241,11 +234,8 @@ class PoolCore:
 
     def _fail_quietly(self, handler: Any, err: BaseException) -> None:
         """Fail a queued request from a listener or ``destroy``: nothing may raise here."""
-        on_error = getattr(handler, "on_response_error", None)
         try:
-            if on_error is None:
-                raise err
-            on_error(None, err)
+            refuse(handler, err)
         except Exception as exc:
             self._unhandled(exc)
 

@@ -31,6 +31,7 @@ from functools import partial
 from typing import Any
 
 from .._core import cache_policy as policy
+from .._core.request import refuse
 from .._handlers.cache import (
     CacheContext,
     CacheHandler,
@@ -126,14 +127,6 @@ def cache(
     return wrap
 
 
-def _fail(handler: Any, err: BaseException) -> bool:
-    on_error = getattr(handler, "on_response_error", None)
-    if on_error is None:
-        raise err
-    on_error(None, err)
-    return True
-
-
 class _CacheDispatch:
     """The request side of one ``cache`` interceptor instance."""
 
@@ -170,7 +163,8 @@ class _CacheDispatch:
         try:
             headers = policy.request_header_map(opts.get("headers"))
         except InvalidArgumentError as exc:
-            return _fail(handler, exc)
+            refuse(handler, exc)
+            return True
         key = policy.cache_key(origin, method, path, opts.get("query"), headers)
         if not safe:
             return dispatch(opts, CacheHandler(ctx, key, handler))
@@ -189,7 +183,8 @@ class _CacheDispatch:
                 entry = ctx.store.get({**key, "method": "GET"})
                 head_from_get = entry is not None
         except Exception as exc:
-            return _fail(handler, exc)
+            refuse(handler, exc)
+            return True
         now = time.time()
         if entry is None or entry["delete_at"] <= now:
             return self._miss(opts, key, handler, req_cc)
