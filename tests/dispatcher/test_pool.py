@@ -373,6 +373,37 @@ def test_a_queued_request_whose_handler_fails_does_not_stall_the_pool(make_serve
     assert pool.stats.free == 1
 
 
+def test_destroy_fails_every_queued_request_though_one_handler_cannot_be_told(make_server, make_pool):
+    # Looking up a queued handler's on_response_error raises (a broken proxy, say):
+    # the pool's "error" event gets that, and destroy() still fails the requests
+    # queued behind it and returns (the lookup used to escape from destroy()).
+    gate = Gate()
+    server = make_server(gate)
+    pool = make_pool(server.origin, connections=1)
+    errors_seen = []
+    pool.on("error", errors_seen.append)
+
+    class Unreachable:
+        def __getattr__(self, name):
+            raise RuntimeError(f"cannot look up {name}")
+
+    running = Recorder()
+    assert pool.dispatch({"path": "/running", "method": "GET"}, running) is False
+    wait_for(lambda: gate.seen, what="the first request at the server")
+    assert pool.dispatch({"path": "/q1", "method": "GET"}, Unreachable()) is False  # queued
+    behind = Recorder()
+    assert pool.dispatch({"path": "/q2", "method": "GET"}, behind) is False  # queued
+    try:
+        with gevent.Timeout(5):
+            pool.destroy()
+    finally:
+        gate.opened.set()  # let the server's handler finish
+    assert [str(e) for e in errors_seen] == ["cannot look up on_response_error"]
+    assert isinstance(behind.error, errors.ClientDestroyedError)
+    assert running.done.wait(5) and running.error is not None
+    assert pool.destroyed
+
+
 def test_handler_without_on_response_error_gets_the_exception_raised():
     pool = greenhttp.Pool("http://127.0.0.1:1")
     pool.close()
