@@ -347,15 +347,20 @@ def test_dispatch_error_goes_to_the_handler_and_keeps_the_client_free(make_serve
     assert get(pool) == b"hello"
 
 
+def _gated_pool_of_one(make_server, make_pool):
+    """A Pool of one connection to a Gate server, and the list its "error" events go to."""
+    gate = Gate()
+    pool = make_pool(make_server(gate).origin, connections=1)
+    errors_seen = []
+    pool.on("error", errors_seen.append)
+    return gate, pool, errors_seen
+
+
 def test_a_queued_request_whose_handler_fails_does_not_stall_the_pool(make_server, make_pool):
     # A queued request refused when its turn comes (a bad path), whose handler's
     # on_response_error then raises: the error goes to the pool's "error" event,
     # and the pool goes on serving (it used to keep its one client out of use).
-    gate = Gate()
-    server = make_server(gate)
-    pool = make_pool(server.origin, connections=1)
-    errors_seen = []
-    pool.on("error", errors_seen.append)
+    gate, pool, errors_seen = _gated_pool_of_one(make_server, make_pool)
 
     class Raising:
         def on_response_error(self, controller, err):
@@ -377,11 +382,7 @@ def test_destroy_fails_every_queued_request_though_one_handler_cannot_be_told(ma
     # Looking up a queued handler's on_response_error raises (a broken proxy, say):
     # the pool's "error" event gets that, and destroy() still fails the requests
     # queued behind it and returns (the lookup used to escape from destroy()).
-    gate = Gate()
-    server = make_server(gate)
-    pool = make_pool(server.origin, connections=1)
-    errors_seen = []
-    pool.on("error", errors_seen.append)
+    gate, pool, errors_seen = _gated_pool_of_one(make_server, make_pool)
 
     class Unreachable:
         def __getattr__(self, name):
