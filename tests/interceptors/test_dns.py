@@ -286,6 +286,47 @@ def test_concurrent_requests_share_one_lookup(make_server, agent):
     assert calls == ["x.test"] and bodies == ["x.test"] * 10
 
 
+class Told:
+    """A dispatch handler that records the error it is given."""
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+        self.done = gevent.event.Event()
+
+    def on_response_error(self, controller, err):
+        self.error = err
+        self.done.set()
+
+
+def test_a_failed_shared_lookup_reaches_every_waiter_whatever_one_handler_does(agent, caplog):
+    # Three requests wait on one lookup that fails. The first handler's
+    # on_response_error raises and the second has none: both are logged, and
+    # the third is still told (the raise used to end the round of waiters).
+    pending: list[Any] = []
+
+    def later(origin, options, callback):
+        pending.append(callback)
+
+    class Raising:
+        def on_response_error(self, controller, err):
+            raise RuntimeError("handler bug")
+
+    class Deaf:
+        pass
+
+    d = agent.compose(interceptors.dns(lookup=later))
+    last = Told()
+    for handler in (Raising(), Deaf(), last):
+        assert d.dispatch({"origin": "http://gone.test", "path": "/", "method": "GET"}, handler) is True
+    assert len(pending) == 1  # one lookup for the three
+    with caplog.at_level("ERROR", logger="greenhttp"):
+        pending[0](OSError(socket.EAI_NONAME, "not found"))
+    assert last.done.wait(5) and isinstance(last.error, OSError)
+    logged = [r.getMessage() for r in caplog.records if r.name == "greenhttp"]
+    assert len(logged) == 2
+    assert "handler bug" in logged[0] and "not found" in logged[1]
+
+
 def test_the_default_lookup_never_blocks_the_hub(make_server, agent):
     done = gevent.event.AsyncResult()
     net_dns.lookup(type("O", (), {"hostname": "localhost"})(), {"dual_stack": True},

@@ -16,6 +16,7 @@ family. See ``docs/dns.md``.
 from __future__ import annotations
 
 import errno
+import logging
 import math
 import socket
 import time
@@ -23,12 +24,15 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core import dns_records
+from .._core.request import refuse
 from .._core.url import is_ip_literal, parse_origin
 from .._handlers.base import DecoratorHandler
 from .._net import dns as net_dns
 from ..errors import InformationalError, InvalidArgumentError
 
 __all__ = ["dns"]
+
+_log = logging.getLogger("greenhttp")
 
 DispatchFn = Callable[[dict[str, Any], Any], bool]
 
@@ -230,16 +234,19 @@ class _DNS:
             self.storage.delete(hostname)  # every address expired or failed: look it up again
 
         def resolved(err: BaseException | None) -> None:
-            if err is None:
-                records = self.storage.get(hostname)
-                ip = self._pick(settings, origin, records) if records is not None else None
-                if ip is not None:
-                    self._send(dispatch, opts, handler, origin, settings, ip)
-                    return
-                err = InformationalError("No DNS entries found")
-            on_error = getattr(handler, "on_response_error", None)
-            if on_error is not None:
-                on_error(None, err)
+            # Called for each request waiting on the lookup, in turn: nothing may
+            # escape, or the requests after this one would never hear back.
+            try:
+                if err is None:
+                    records = self.storage.get(hostname)
+                    ip = self._pick(settings, origin, records) if records is not None else None
+                    if ip is not None:
+                        self._send(dispatch, opts, handler, origin, settings, ip)
+                        return
+                    err = InformationalError("No DNS entries found")
+                refuse(handler, err)
+            except Exception as exc:  # a handler without on_response_error, or one that raised
+                _log.error("greenhttp: unhandled error of a request through the dns interceptor: %r", exc)
 
         self._lookup(settings, origin, resolved, coalesce=overrides is None)
         return True
