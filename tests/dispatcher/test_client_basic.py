@@ -219,6 +219,36 @@ def test_destroy_fails_pending_and_running_with_err(make_server, make_client):
         client.close()
 
 
+def test_destroy_fails_every_pending_request_though_one_handler_cannot_be_told(make_server, make_client):
+    # Looking up a pending handler's on_response_error raises (a broken proxy, say):
+    # the client's "error" event gets that, and destroy() still fails the requests
+    # behind it and closes the socket (the lookup used to escape from destroy()).
+    def handler(conn):
+        conn.read_request()
+        conn.wait_closed()  # never answers
+
+    class Unreachable:
+        def __getattr__(self, name):
+            raise RuntimeError(f"cannot look up {name}")
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    reported = []
+    client.on("error", reported.append)
+    running = gevent.spawn(client.request, path="/running")
+    wait_for(lambda: client.stats.running == 1, what="one running request")
+    client.dispatch({"path": "/q1", "method": "GET"}, Unreachable())
+    behind = gevent.spawn(client.request, path="/q2")
+    wait_for(lambda: client.stats.size == 3, what="two requests queued behind it")
+    with gevent.Timeout(5):
+        client.destroy()
+    assert [str(e) for e in reported] == ["cannot look up on_response_error"]
+    for g in (running, behind):
+        with pytest.raises(errors.ClientDestroyedError):
+            g.get(timeout=5)
+    assert server.conns[0].eof.wait(2)
+
+
 def test_destroy_default_error_and_callback_forms(make_server, make_client):
     def handler(conn):
         conn.read_request()

@@ -473,18 +473,17 @@ class Request:
         self._on_response_data = _noop
 
     def _deliver_error(self, err: BaseException) -> None:
-        fn = getattr(self.handler, "on_response_error", None)
-        if fn is None:
-            hook = self.error_hook
-            if hook is not None:
-                hook(err)
-            return
+        # Never raises: its callers go on to fail other requests, or to close the socket.
         try:
-            fn(self.controller, err)
-        except Exception as exc:
-            hook = self.error_hook
-            if hook is not None:
-                hook(exc)
+            fn = getattr(self.handler, "on_response_error", None)
+            if fn is not None:
+                fn(self.controller, err)
+                return
+        except Exception as exc:  # the handler raised (or looking its method up did)
+            err = exc
+        hook = self.error_hook
+        if hook is not None:
+            hook(err)
 
     # -- controller operations ---------------------------------------------
     @property
