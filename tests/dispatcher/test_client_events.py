@@ -480,6 +480,28 @@ def test_a_raising_handler_fails_only_its_request(make_server, make_client, wher
     assert client.request(path="/").body.text() == "body"
 
 
+@pytest.mark.parametrize("where", ["on_request_start", "on_response_start", "on_response_data", "on_response_end"])
+def test_a_handler_whose_method_cannot_be_looked_up_fails_only_its_request(make_server, make_client, where):
+    # A lookup that raises (a proxy whose target is gone, say) is a raising
+    # handler like any other: its request fails with that error, and the client
+    # goes on (on the same connection unless the response was cut short).
+    server = make_server(serve_forever(b"body"))
+    client = make_client(server.origin)
+    boom = RuntimeError(where)
+
+    def lookup(self):
+        raise boom
+
+    broken = type("Broken", (Recorder,), {where: property(lookup)})()
+    client.dispatch({"path": "/", "method": "GET"}, broken)
+    assert broken.done.wait(5)
+    assert broken.error is boom
+    assert broken.calls.count("on_response_error") == 1
+    assert client.request(path="/").body.text() == "body"
+    if where in ("on_request_start", "on_response_end"):  # before the request was sent, after its response
+        assert len(server.conns) == 1
+
+
 def test_on_response_end_raising_goes_to_on_response_error(make_server, make_client):
     server = make_server(serve_forever(b"body"))
     client = make_client(server.origin)

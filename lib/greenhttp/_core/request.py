@@ -366,12 +366,14 @@ class Request:
         self.state = _STARTED
         self.paused = False
         self.controller = self
-        fn = getattr(self.handler, "on_request_start", None)
-        if fn is not None:
-            try:
+        # A handler's method lookup sits inside the try too: one that raises is a
+        # raising handler (its request fails), not an error of the connection.
+        try:
+            fn = getattr(self.handler, "on_request_start", None)
+            if fn is not None:
                 fn(self, context)
-            except Exception as exc:
-                self.abort(exc)
+        except Exception as exc:
+            self.abort(exc)
         return self.state != _DONE and not self.aborted
 
     def on_headers(self, status: int, headers: dict[str, Any], message: str) -> bool:
@@ -379,23 +381,23 @@ class Request:
         if self.state == _DONE:
             return False
         self.state = _HEADERS
-        fn = getattr(self.handler, "on_response_start", None)
-        if fn is not None:
-            try:
+        try:
+            fn = getattr(self.handler, "on_response_start", None)
+            if fn is not None:
                 fn(self.controller, status, headers, message)
-            except Exception as exc:
-                self.abort(exc)
-                return True
+        except Exception as exc:
+            self.abort(exc)
+            return True
         return self.paused
 
     def on_data(self, chunk: bytes) -> bool:
         """Deliver body bytes. Returns True when the handler paused."""
         if self.state != _HEADERS:
             return False
-        fn = self._on_response_data
-        if fn is None:
-            fn = self._on_response_data = getattr(self.handler, "on_response_data", None) or _noop
         try:
+            fn = self._on_response_data
+            if fn is None:
+                fn = self._on_response_data = getattr(self.handler, "on_response_data", None) or _noop
             fn(self.controller, chunk)
         except Exception as exc:
             self.abort(exc)
@@ -407,12 +409,12 @@ class Request:
             return
         self.state = _DONE
         self.abort_hook = self.resume_hook = None
-        fn = getattr(self.handler, "on_response_end", None)
-        if fn is not None:
-            try:
+        try:
+            fn = getattr(self.handler, "on_response_end", None)
+            if fn is not None:
                 fn(self.controller, trailers if trailers is not None else {})
-            except Exception as exc:
-                self._deliver_error(exc)
+        except Exception as exc:
+            self._deliver_error(exc)
         self._release()
 
     def on_whole(
@@ -442,8 +444,8 @@ class Request:
             return
         self.state = _DONE
         self.abort_hook = self.resume_hook = None
-        fn = getattr(self.handler, "on_request_upgrade", None)
         try:
+            fn = getattr(self.handler, "on_request_upgrade", None)
             if fn is None:
                 raise NotSupportedError("the handler has no on_request_upgrade method")
             fn(self.controller, status, headers, socket)
