@@ -768,10 +768,13 @@ def test_a_closed_h2_connection_leaves_no_cycles(make_h2_server: Any, make_h2c: 
         conn.close()
 
     client = make_h2c(make_h2_server(one_request_per_connection).origin)
+    closed = gevent.event.Event()
+    client.on("disconnect", lambda *_args: closed.set())
 
     def run() -> None:
+        closed.clear()
         assert client.request(path="/").body.bytes() == b"ok"
-        gevent.sleep(0.005)  # the connection closes
+        assert closed.wait(5)  # the server's GOAWAY and close end the connection
 
     assert_no_cycles(run)
 
