@@ -248,6 +248,10 @@ class ScriptedServer:
 
     def _handle(self, sock: Any, _addr: Any) -> None:
         self.accepted += 1
+        if sock.family != stdsocket.AF_UNIX:
+            # Each send leaves at once, as scripted, instead of waiting for the client's
+            # delayed ACK behind an earlier one (Nagle's algorithm).
+            sock.setsockopt(stdsocket.IPPROTO_TCP, stdsocket.TCP_NODELAY, 1)
         conn = ServerConn(sock, self)
         self.conns.append(conn)
         try:

@@ -300,6 +300,10 @@ class H2Server:
 
     def _handle(self, sock: Any, _addr: Any) -> None:
         self.accepted += 1
+        if sock.family != stdsocket.AF_UNIX:
+            # As real servers do: a HEADERS frame and the DATA after it, written one after
+            # the other, must not wait for the client's delayed ACK (Nagle's algorithm).
+            sock.setsockopt(stdsocket.IPPROTO_TCP, stdsocket.TCP_NODELAY, 1)
         conn = H2ServerConn(sock, self)
         self.conns.append(conn)
         try:
