@@ -19,6 +19,16 @@ def _ok(body=b"final"):
 # -- redirect ----------------------------------------------------------------------------------------
 
 
+def test_redirect_from_a_url_with_a_query_option_to_the_bare_path_is_not_a_loop(routes, make_client):
+    # The first request is /a?x=1 (query given as an option); /a is another URL (RFC 3986).
+    server = routes({"/a?x=1": _to("/a"), "/a": _ok()})
+    composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=3))
+    r = composed.request(path="/a", query={"x": "1"})
+    assert (r.status_code, r.body.text()) == (200, "final")
+    assert [q.target for q in server.requests] == ["/a?x=1", "/a"]
+    assert r.context["history"] == [f"{server.origin}/a?x=1", f"{server.origin}/a"]
+
+
 def test_redirect_303_keeps_head_and_drops_nothing_else(routes, make_client):
     server = routes({"/a": _to("/b", "303 See Other"), "/b": _ok()})
     composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=3))

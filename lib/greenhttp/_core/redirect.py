@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urljoin, urlsplit
+from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 from ..errors import InvalidArgumentError, MaxRedirectionsError
 from .headers import header_pairs
@@ -40,6 +40,7 @@ __all__ = [
     "clean_headers",
     "resolve_location",
     "normalize_origin",
+    "request_path",
 ]
 
 REDIRECT_STATUSES = frozenset({300, 301, 302, 303, 307, 308})
@@ -118,6 +119,15 @@ def normalize_origin(origin: Any) -> str | None:
         return parse_origin(origin if isinstance(origin, str) else str(origin)).origin
     except InvalidArgumentError:
         return None
+
+
+def request_path(opts: dict[str, Any]) -> str:
+    """The path ``opts`` requests, with its ``query`` option serialised as the dispatcher does."""
+    path = opts.get("path") or "/"
+    query = opts.get("query")
+    if query and isinstance(query, dict) and "?" not in path and "#" not in path:
+        path = path + "?" + urlencode(query, doseq=True, quote_via=quote, safe="!~*'()")
+    return str(path)
 
 
 def _encode(text: str) -> str:
@@ -219,7 +229,7 @@ def next_hop(
     if hops >= (options.max_redirections or 0):
         return MaxRedirectionsError() if options.throw_on_max_redirect else None
     origin = normalize_origin(opts.get("origin"))
-    target = resolve_location(location, origin, opts.get("path") or "/")
+    target = resolve_location(location, origin, request_path(opts))
     if target is None:
         return None
     new_origin, new_path = target

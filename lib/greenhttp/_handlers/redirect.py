@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core.body import StreamBody
-from .._core.redirect import Hop, RedirectOptions, next_hop, normalize_origin
+from .._core.redirect import Hop, RedirectOptions, next_hop, normalize_origin, request_path
 from .base import DecoratorHandler
 
 __all__ = ["RedirectHandler"]
@@ -49,7 +49,7 @@ class RedirectHandler(DecoratorHandler):
 
     def _url(self) -> str:
         origin = normalize_origin(self.opts.get("origin")) or ""
-        path = self.opts.get("path") or "/"
+        path = request_path(self.opts)  # with its query: /a?x=1 and /a are two URLs
         return path if path.startswith(("http://", "https://")) else origin + path
 
     def on_request_start(self, controller: Any, context: Any) -> None:
