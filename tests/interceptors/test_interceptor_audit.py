@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from greenhttp import interceptors
+from greenhttp import errors, interceptors
 
 
 def _to(location, status="302 Found", body=b"see elsewhere"):
@@ -64,3 +64,24 @@ def test_redirect_307_308_keep_post_and_its_body(routes, make_client, status):
     assert r.body.bytes() == b"payload"
     second = server.requests[1]
     assert (second.method, second.body, second.header("content-type")) == ("POST", b"payload", "text/plain")
+
+
+# -- retry -------------------------------------------------------------------------------------------
+
+
+def test_retry_a_streamed_body_is_not_resent_after_a_retryable_status(routes, make_client):
+    server = routes({"/": lambda conn, req: conn.respond(b"busy", status="503 Service Unavailable")})
+    composed = make_client(server.origin).compose(interceptors.retry(min_timeout=0.01))
+    with pytest.raises(errors.RequestRetryError) as info:
+        composed.request(path="/", method="PUT", body=iter([b"a", b"b"]))
+    assert info.value.status_code == 503
+    assert len(server.requests) == 1
+
+
+def test_retry_a_streamed_body_with_throw_on_error_false_returns_the_response(routes, make_client):
+    server = routes({"/": lambda conn, req: conn.respond(b"busy", status="503 Service Unavailable")})
+    composed = make_client(server.origin).compose(interceptors.retry(min_timeout=0.01, throw_on_error=False))
+    r = composed.request(path="/", method="PUT", body=iter([b"a", b"b"]))
+    assert r.status_code == 503
+    assert r.body.text() == "busy"
+    assert len(server.requests) == 1

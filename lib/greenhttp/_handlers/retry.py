@@ -203,9 +203,11 @@ class RetryHandler(RetryController):
             err = self._retry_error("Request failed", status_code, headers)
             if options.throw_on_error or self._headers_sent:
                 self._failure = err  # drop the body; decide at its end
-            else:
+                return
+            if self._replayable():
                 self._decide_on_head(controller, err, status_code, headers, status_message)
-            return
+                return
+            # A streamed body that was sent can't be sent again: this response is the answer.
         if self._headers_sent:
             self._check_resumed(controller, status_code, headers)
             return
@@ -243,10 +245,6 @@ class RetryHandler(RetryController):
             return
         if self._abort_reason is not None:
             self._deliver_error(self._abort_reason)
-            return
-        body = self.opts.get("body")
-        if isinstance(body, StreamBody) and body.used:
-            self._deliver_error(err)  # a streamed body can't be sent twice
             return
         if self._headers_sent and self._received and self._end is None:
             self._deliver_error(err)  # part of a body of unknown length went downstream
@@ -328,8 +326,15 @@ class RetryHandler(RetryController):
         self._timer = None
         decided(None, True)
 
+    def _replayable(self) -> bool:
+        body = self.opts.get("body")
+        return not (isinstance(body, StreamBody) and body.used)
+
     def _retry_or_fail(self, err: BaseException) -> None:
         """Ask the policy; on "retry" re-dispatch after its wait, else deliver the error."""
+        if not self._replayable():
+            self._deliver_error(err)  # a streamed body can't be sent twice
+            return
 
         def decided(stop: BaseException | None, backed_off: bool = False) -> None:
             if self._done:
