@@ -3,9 +3,13 @@ response_error, dump, deduplicate) against the RFCs, the spec and REFERENCE.md."
 
 from __future__ import annotations
 
+import time
+from email.utils import formatdate
+
 import pytest
 
 from greenhttp import errors, interceptors
+from greenhttp.cache_stores import MemoryCacheStore, SqliteCacheStore
 
 
 def _to(location, status="302 Found", body=b"see elsewhere"):
@@ -85,3 +89,121 @@ def test_retry_a_streamed_body_with_throw_on_error_false_returns_the_response(ro
     assert r.status_code == 503
     assert r.body.text() == "busy"
     assert len(server.requests) == 1
+
+
+# -- cache -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request, tmp_path):
+    if request.param == "memory":
+        yield MemoryCacheStore()
+    else:
+        s = SqliteCacheStore(tmp_path / "cache.sqlite")
+        yield s
+        s.close()
+
+
+@pytest.fixture
+def origin(make_server):
+    """``origin(reply)``: a keep-alive server answering each request with ``reply(req)``."""
+
+    def make(reply):
+        def handler(conn):
+            while True:
+                req = conn.read_request()
+                if req is None:
+                    return
+                status, headers, body = reply(req)
+                head = [f"HTTP/1.1 {status}\r\n"]
+                head += [f"{k}: {v}\r\n" for k, v in headers]
+                if not status.startswith(("304", "204")):
+                    head.append(f"Content-Length: {len(body)}\r\n")
+                head.append("\r\n")
+                conn.send("".join(head).encode("latin-1") + (b"" if req.method == "HEAD" else body))
+
+        return make_server(handler)
+
+    return make
+
+
+def _get(d, path="/", **kw):
+    r = d.request(path=path, **kw)
+    return r.status_code, r.headers, r.body.bytes()
+
+
+def test_cache_a_304_with_new_freshness_makes_the_entry_fresh(origin, make_client, store):
+    def reply(req):
+        if req.header("if-none-match") == '"e"':
+            return "304 Not Modified", [("ETag", '"e"'), ("Cache-Control", "max-age=600")], b""
+        return "200 OK", [("ETag", '"e"'), ("Cache-Control", "no-cache")], b"body"
+
+    server = origin(reply)
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    assert _get(d)[2] == b"body"
+    status, headers, body = _get(d)
+    assert (status, body, headers["cache-control"]) == (200, b"body", "max-age=600")
+    assert _get(d)[2] == b"body"
+    assert len(server.requests) == 2
+
+
+def test_cache_age_of_a_hit_counts_the_age_it_arrived_with(origin, make_client, store):
+    server = origin(lambda req: ("200 OK", [("Cache-Control", "max-age=600"), ("Age", "30")], b"x"))
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    _get(d)
+    status, headers, _ = _get(d)
+    assert 30 <= int(headers["age"]) <= 32
+    assert len(server.requests) == 1
+
+
+def test_cache_expires_relative_to_date_and_age_past_it_is_stale(origin, make_client, store):
+    now = time.time()
+    headers = [("Date", formatdate(now - 100, usegmt=True)), ("Expires", formatdate(now - 40, usegmt=True))]
+    server = origin(lambda req: ("200 OK", headers, b"x"))
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    _get(d)
+    _get(d)
+    assert len(server.requests) == 2  # already expired on arrival: never served from the store
+
+
+def test_cache_no_store_in_the_request_does_not_store(origin, make_client, store):
+    server = origin(lambda req: ("200 OK", [("Cache-Control", "max-age=600")], b"x"))
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    _get(d, headers={"cache-control": "no-store"})
+    _get(d)
+    assert len(server.requests) == 2
+
+
+def test_cache_post_invalidates_and_an_error_does_not(origin, make_client, store):
+    n = 0
+
+    def reply(req):
+        nonlocal n
+        n += 1
+        if req.method == "POST":
+            return ("500 Internal Server Error" if req.target == "/fail" else "204 No Content"), [], b""
+        return "200 OK", [("Cache-Control", "max-age=600"), ("X-N", str(n))], b"x"
+
+    server = origin(reply)
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    _get(d, "/fail")
+    d.request(path="/fail", method="POST", body=b"x").body.bytes()
+    assert _get(d, "/fail")[1]["x-n"] == "1"  # a 5xx to an unsafe method invalidates nothing
+    _get(d, "/ok")
+    d.request(path="/ok", method="POST", body=b"x").body.bytes()
+    assert _get(d, "/ok")[1]["x-n"] == "5"  # the 204 to POST invalidated /ok
+
+
+def test_cache_the_memory_store_is_bounded_by_count_and_size():
+    store = MemoryCacheStore(max_count=3, max_size=10, max_entry_size=6)
+    value = {"status_code": 200, "status_message": "OK", "headers": {}, "cached_at": 0.0,
+             "stale_at": 1e12, "delete_at": 1e12}
+    for i in range(5):
+        store.set({"origin": "http://a", "method": "GET", "path": f"/{i}"}, {**value, "body": b"ab"})
+    assert store.count == 3
+    assert [store.get({"origin": "http://a", "method": "GET", "path": f"/{i}"}) is not None for i in range(5)] == [
+        False, False, True, True, True]
+    store.set({"origin": "http://a", "method": "GET", "path": "/big"}, {**value, "body": b"1234567"})
+    assert store.get({"origin": "http://a", "method": "GET", "path": "/big"}) is None
+    store.set({"origin": "http://a", "method": "GET", "path": "/six"}, {**value, "body": b"123456"})
+    assert store.size <= 10
