@@ -132,6 +132,37 @@ def _get(d, path="/", **kw):
     return r.status_code, r.headers, r.body.bytes()
 
 
+def test_cache_a_newer_variant_wins_over_an_older_entry_without_vary(origin, make_client, store):
+    # RFC 9111 §4.1: of several stored responses that match, the most recent is used.
+    def reply(req):
+        if req.header("if-none-match") is None:
+            return "200 OK", [("ETag", '"v1"'), ("Cache-Control", "max-age=60"), ("Age", "100")], b"old"
+        return "200 OK", [("ETag", '"v2"'), ("Cache-Control", "max-age=60"), ("Vary", "Accept")], b"new"
+
+    server = origin(reply)
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    assert _get(d)[2] == b"old"
+    assert _get(d)[2] == b"new"  # the stale one was validated and replaced by a new representation
+    assert _get(d)[2] == b"new"
+    assert len(server.requests) == 2  # the fresh new variant answered the third request
+
+
+def test_cache_of_two_matching_entries_the_most_recent_answers(origin, make_client, store):
+    # A varies on Accept and stays fresh for long; B, stored later without Vary, matches every
+    # request. RFC 9111 §4.1: the most recent of the matching responses is used.
+    def reply(req):
+        if req.header("accept") == "a":
+            return "200 OK", [("Vary", "Accept"), ("Cache-Control", "max-age=100000")], b"A"
+        return "200 OK", [("Cache-Control", "max-age=60")], b"B"
+
+    server = origin(reply)
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    assert _get(d, headers={"accept": "a"})[2] == b"A"
+    assert _get(d, headers={"accept": "b"})[2] == b"B"
+    assert _get(d, headers={"accept": "a"})[2] == b"B"
+    assert len(server.requests) == 2
+
+
 def test_cache_a_304_with_new_freshness_makes_the_entry_fresh(origin, make_client, store):
     def reply(req):
         if req.header("if-none-match") == '"e"':

@@ -90,14 +90,18 @@ class MemoryCacheStore:
             return None
         headers = key.get("headers")
         now = time.time()
-        for entry in entries:
+        # Of several stored responses that match, the most recent is used (RFC 9111 §4.1).
+        best: _Entry | None = None
+        for entry in reversed(entries[:]):
             if entry.method == method and (entry.vary is None or vary_matches(entry.vary, headers)):
                 if entry.delete_at <= now:
                     self._remove(entry)
-                    return None
-                self._lru.move_to_end(entry)
-                return entry.result  # type: ignore[return-value]
-        return None
+                elif best is None or entry.result["cached_at"] > best.result["cached_at"]:
+                    best = entry
+        if best is None:
+            return None
+        self._lru.move_to_end(best)
+        return best.result  # type: ignore[return-value]
 
     def create_write_stream(self, key: CacheKey, value: CacheValue) -> BufferedWriter | None:
         """A writer for ``value``'s body; the entry is stored when it ends. Never blocks."""

@@ -65,10 +65,11 @@ CREATE TABLE IF NOT EXISTS {_TABLE} (
 CREATE INDEX IF NOT EXISTS {_TABLE}_get ON {_TABLE} (url, method, delete_at);
 CREATE INDEX IF NOT EXISTS {_TABLE}_delete_at ON {_TABLE} (delete_at);
 """
+# Newest first: of several matching entries, the most recent answers (RFC 9111 §4.1).
 _GET = (
     f"SELECT body, delete_at, status_code, status_message, headers, cache_control_directives,"
     f" etag, vary, cached_at, stale_at FROM {_TABLE}"
-    f" WHERE url = ? AND method = ? AND delete_at > ? ORDER BY delete_at DESC"
+    f" WHERE url = ? AND method = ? AND delete_at > ? ORDER BY cached_at DESC, id DESC"
 )
 _FIND = f"SELECT id, vary FROM {_TABLE} WHERE url = ? AND method = ?"
 _UPDATE = (
