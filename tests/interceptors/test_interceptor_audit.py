@@ -238,3 +238,25 @@ def test_cache_the_memory_store_is_bounded_by_count_and_size():
     assert store.get({"origin": "http://a", "method": "GET", "path": "/big"}) is None
     store.set({"origin": "http://a", "method": "GET", "path": "/six"}, {**value, "body": b"123456"})
     assert store.size <= 10
+
+
+# -- dump --------------------------------------------------------------------------------------------
+
+
+def test_dump_a_bodiless_answer_is_never_too_large(make_server, make_client):
+    # RFC 9110 §8.6: the Content-Length of a HEAD response or a 304 is the size the body
+    # would have had; there is no body to dump, so no limit is passed.
+    def handler(conn):
+        while (req := conn.read_request()) is not None:
+            status = "304 Not Modified" if req.target == "/nm" else "200 OK"
+            conn.send(f"HTTP/1.1 {status}\r\nContent-Length: 5000000\r\n\r\n".encode())
+
+    server = make_server(handler)
+    composed = make_client(server.origin).compose(interceptors.dump(max_size=1000))
+    r = composed.request(path="/", method="HEAD")
+    assert (r.status_code, r.headers["content-length"], r.body.bytes()) == (200, "5000000", b"")
+    r = composed.request(path="/nm")
+    assert (r.status_code, r.body.bytes()) == (304, b"")
+    with pytest.raises(errors.RequestAbortedError, match="larger than max_size"):
+        composed.request(path="/")  # a GET's Content-Length is its body's size
+    assert server.accepted == 2  # the bodiless answers kept the connection

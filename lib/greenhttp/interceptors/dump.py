@@ -36,9 +36,10 @@ class _DumpHandler(DecoratorHandler):
     ``raw_headers``); ``abort``, ``pause`` and ``resume`` do nothing.
     """
 
-    def __init__(self, handler: Any, max_size: int) -> None:
+    def __init__(self, handler: Any, max_size: int, head: bool = False) -> None:
         super().__init__(handler)
         self.max_size = max_size
+        self.head = head  # a HEAD request: its answers have no body, whatever Content-Length says
         self.size = 0
         self.target: Any = None  # the controller of the request upstream
         self._abort_reason: BaseException | None = None
@@ -109,6 +110,8 @@ class _DumpHandler(DecoratorHandler):
         if status_code >= 200:
             self._headers_seen = True
             length = headers.get("content-length") if isinstance(headers, dict) else None
+            if self.head or status_code in (204, 304):
+                length = None  # RFC 9110 §8.6: the size a body would have had; there is none
             if isinstance(length, str) and length.isdigit() and int(length) > self.max_size:
                 controller.abort(
                     RequestAbortedError(f"Response size ({int(length)}) larger than max_size ({self.max_size})")
@@ -157,7 +160,8 @@ def dump(max_size: int = 1048576) -> Callable[[DispatchFn], DispatchFn]:
                 if opts["dump_max_size"] is not None:
                     size = _check_max_size("dump_max_size", opts["dump_max_size"])
                 opts = {k: v for k, v in opts.items() if k != "dump_max_size"}
-            return dispatch(opts, _DumpHandler(handler, size))
+            head = str(opts.get("method", "")).upper() == "HEAD"
+            return dispatch(opts, _DumpHandler(handler, size, head))
 
         return dump_dispatch
 
