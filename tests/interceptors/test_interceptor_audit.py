@@ -70,6 +70,34 @@ def test_redirect_307_308_keep_post_and_its_body(routes, make_client, status):
     assert (second.method, second.body, second.header("content-type")) == ("POST", b"payload", "text/plain")
 
 
+
+@pytest.mark.parametrize("status", ["302 Found", "303 See Other"])
+def test_redirect_a_sent_streamed_post_body_does_not_stop_a_hop_to_get(routes, make_client, status):
+    server = routes({"/form": _to("/done", status), "/done": _ok()})
+    composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=2))
+    r = composed.request(path="/form", method="POST", body=iter([b"a=", b"1"]),
+                         headers={"content-type": "application/x-www-form-urlencoded"})
+    assert (r.status_code, r.body.text()) == (200, "final")
+    done = server.requests[1]
+    assert (done.method, done.body, done.header("content-type"), done.header("transfer-encoding")) == (
+        "GET", b"", None, None)
+
+
+@pytest.mark.parametrize(
+    ("location", "target"),
+    [("../c?x=1", "/c?x=1"), ("?page=2", "/dir/sub?page=2"), ("/\xe9 \xfc", "/%E9%20%FC"),
+     ("//{host}/abs", "/abs")],  # the scripted server sends the Location as latin-1 bytes
+)
+def test_redirect_relative_locations_resolve_against_the_request_url(routes, make_client, location, target):
+    table = {target: _ok()}
+    server = routes(table)
+    table["/dir/sub?q=0"] = _to(location.format(host=server.origin.split("//")[1]))
+    composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=2))
+    r = composed.request(path="/dir/sub?q=0")
+    assert (r.status_code, r.body.text()) == (200, "final")
+    assert [q.target for q in server.requests] == ["/dir/sub?q=0", target]
+
+
 # -- retry -------------------------------------------------------------------------------------------
 
 
@@ -89,6 +117,45 @@ def test_retry_a_streamed_body_with_throw_on_error_false_returns_the_response(ro
     assert r.status_code == 503
     assert r.body.text() == "busy"
     assert len(server.requests) == 1
+
+
+
+def test_retry_a_requested_range_cut_midway_resumes_within_that_range(routes, make_client):
+    full = bytes(range(100))
+    seen = []
+
+    def handle(conn, req):
+        seen.append(req.header("range"))
+        first, last = (int(x) for x in req.header("range").split("=")[1].split("-"))
+        head = (b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %d-%d/100\r\nContent-Length: %d\r\n"
+                b"ETag: \"e\"\r\n\r\n" % (first, last, last - first + 1))
+        if len(seen) == 1:
+            conn.send(head + full[first:first + 5])  # cut after 5 of the 20 bytes
+            return False
+        if len(seen) == 2:
+            conn.respond(b"busy", status="503 Service Unavailable")
+            return None
+        conn.send(head + full[first:last + 1])
+        return None
+
+    server = routes({"/": handle})
+    composed = make_client(server.origin).compose(interceptors.retry(min_timeout=0.01))
+    r = composed.request(path="/", headers={"range": "bytes=10-29"})
+    assert r.status_code == 206
+    assert r.headers["content-range"] == "bytes 10-29/100"
+    assert r.body.bytes() == full[10:30]
+    assert seen == ["bytes=10-29", "bytes=15-29", "bytes=15-29"]
+
+
+def test_retry_max_retries_zero_sends_once_and_head_is_retried(routes, make_client):
+    server = routes({"/": lambda conn, req: conn.respond(b"", status="502 Bad Gateway")})
+    client = make_client(server.origin)
+    with pytest.raises(errors.RequestRetryError) as info:
+        client.compose(interceptors.retry(max_retries=0)).request(path="/")
+    assert info.value.data == {"count": 1} and len(server.requests) == 1
+    with pytest.raises(errors.RequestRetryError):
+        client.compose(interceptors.retry(max_retries=1, min_timeout=0.01)).request(path="/", method="HEAD")
+    assert [q.method for q in server.requests[1:]] == ["HEAD", "HEAD"]
 
 
 # -- cache -------------------------------------------------------------------------------------------
