@@ -327,3 +327,23 @@ def test_dump_a_bodiless_answer_is_never_too_large(make_server, make_client):
     with pytest.raises(errors.RequestAbortedError, match="larger than max_size"):
         composed.request(path="/")  # a GET's Content-Length is its body's size
     assert server.accepted == 2  # the bodiless answers kept the connection
+
+
+def test_cache_a_304_without_date_freshens_an_entry_made_stale_by_its_old_date(origin, make_client, store):
+    # RFC 9110 §6.6.1: a response without Date is dated when it is received; RFC 9111 §4.3.4:
+    # the 304 updates the stored entry, which is then fresh again.
+    old = formatdate(time.time() - 100, usegmt=True)
+
+    def reply(req):
+        if req.header("if-none-match") == '"e"':
+            return "304 Not Modified", [("ETag", '"e"')], b""
+        return "200 OK", [("Date", old), ("ETag", '"e"'), ("Cache-Control", "max-age=60")], b"body"
+
+    server = origin(reply)
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    assert _get(d)[2] == b"body"
+    status, headers, body = _get(d)
+    assert (status, body) == (200, b"body") and len(server.requests) == 2
+    assert int(headers["age"]) < 5 and "warning" not in headers
+    assert _get(d)[2] == b"body"
+    assert len(server.requests) == 2  # fresh again after the 304

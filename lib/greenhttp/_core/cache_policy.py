@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
+from email.utils import formatdate
 from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
@@ -445,14 +446,22 @@ def _stored_headers(headers: dict[str, Any], cc: dict[str, Any], shared: bool) -
     return {k: v for k, v in headers.items() if k not in drop}
 
 
-def merge_304_headers(stored: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
-    """Stored header fields updated from a 304's (RFC 9111 §3.2, §4.3.4)."""
+def merge_304_headers(
+    stored: dict[str, Any], fresh: dict[str, Any], received_at: float | None = None
+) -> dict[str, Any]:
+    """Stored header fields updated from a 304's (RFC 9111 §3.2, §4.3.4).
+
+    A 304 without ``Date`` is dated ``received_at`` (RFC 9110 §6.6.1), when
+    given: the stored response's old ``Date`` would make it as old as before.
+    """
     cc = parse_cache_control(fresh.get("cache-control"))
     updates = _stored_headers(fresh, cc, False)
     merged = dict(stored)
     for name, value in updates.items():
         if name not in _NOT_UPDATED:
             merged[name] = value
+    if received_at is not None and "date" not in fresh:
+        merged["date"] = formatdate(received_at, usegmt=True)
     return merged
 
 

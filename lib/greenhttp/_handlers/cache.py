@@ -339,9 +339,10 @@ class CacheHandler(DecoratorHandler):
             if name in headers and name in stored["headers"] and headers[name] != stored["headers"][name]:
                 self.ctx.delete(key)  # it describes another representation: the stored one is outdated
                 return
-        merged = policy.merge_304_headers(stored["headers"], headers)
+        response_time = time.time()
+        merged = policy.merge_304_headers(stored["headers"], headers, response_time)
         fresh = self.ctx.entry(key, stored["status_code"], stored.get("status_message", ""), merged,
-                               self.request_time, time.time())
+                               self.request_time, response_time)
         if fresh is None:
             self.ctx.delete(key)
             return
@@ -509,7 +510,7 @@ class RevalidationHandler(CacheHandler):
             self.mode = None
             self.refetch(self)
             return
-        merged = policy.merge_304_headers(entry["headers"], headers)
+        merged = policy.merge_304_headers(entry["headers"], headers, response_time)
         fresh = self.ctx.entry(
             self.key, entry["status_code"], entry.get("status_message", ""), merged, self.request_time, response_time
         )
