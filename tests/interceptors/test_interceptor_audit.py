@@ -347,3 +347,24 @@ def test_cache_a_304_without_date_freshens_an_entry_made_stale_by_its_old_date(o
     assert int(headers["age"]) < 5 and "warning" not in headers
     assert _get(d)[2] == b"body"
     assert len(server.requests) == 2  # fresh again after the 304
+
+
+@pytest.mark.parametrize(("kind", "requests_after_second"), [("shared", 1), ("private", 2)])
+def test_cache_s_maxage_is_for_shared_caches_only(origin, make_client, store, kind, requests_after_second):
+    server = origin(lambda req: ("200 OK", [("Cache-Control", "s-maxage=600, max-age=0"), ("ETag", '"e"')], b"x"))
+    d = make_client(server.origin).compose(interceptors.cache(store=store, type=kind))
+    _get(d)
+    _get(d)
+    assert len(server.requests) == requests_after_second
+
+
+@pytest.mark.parametrize("cc", ["max-age=1, must-revalidate", "s-maxage=1", "max-age=1, proxy-revalidate"])
+def test_cache_max_stale_never_overrides_a_shared_no_stale_rule(origin, make_client, store, cc):
+    server = origin(lambda req: ("200 OK", [("Cache-Control", cc), ("Age", "10"), ("ETag", '"e"')], b"x"))
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    _get(d)
+    _get(d, headers={"cache-control": "max-stale=3600"})
+    assert len(server.requests) == 2
+    assert server.requests[1].header("if-none-match") == '"e"'  # stored, but validated
+    # Nothing usable without asking the origin: only-if-cached gets a 504.
+    assert _get(d, headers={"cache-control": "only-if-cached, max-stale=3600"})[0] == 504
