@@ -368,3 +368,18 @@ def test_cache_max_stale_never_overrides_a_shared_no_stale_rule(origin, make_cli
     assert server.requests[1].header("if-none-match") == '"e"'  # stored, but validated
     # Nothing usable without asking the origin: only-if-cached gets a 504.
     assert _get(d, headers={"cache-control": "only-if-cached, max-stale=3600"})[0] == 504
+
+
+def test_cache_inside_redirect_serves_every_hop_from_the_store(origin, make_client, store):
+    def reply(req):
+        if req.target == "/a":
+            return "301 Moved Permanently", [("Location", "/b"), ("Cache-Control", "max-age=600")], b"moved"
+        return "200 OK", [("Cache-Control", "max-age=600")], b"final"
+
+    server = origin(reply)
+    d = make_client(server.origin).compose(interceptors.redirect(max_redirections=3), interceptors.cache(store=store))
+    for _ in range(2):
+        r = d.request(path="/a")
+        assert (r.status_code, r.body.bytes()) == (200, b"final")
+        assert r.context["history"] == [f"{server.origin}/a", f"{server.origin}/b"]
+    assert [q.target for q in server.requests] == ["/a", "/b"]
