@@ -98,6 +98,19 @@ def test_redirect_relative_locations_resolve_against_the_request_url(routes, mak
     assert [q.target for q in server.requests] == ["/dir/sub?q=0", target]
 
 
+
+def test_redirect_with_credentials_in_the_url_or_two_locations_is_returned(routes, make_client):
+    server = routes({
+        "/creds": _to("http://user:pass@127.0.0.1/x"),
+        "/two": lambda conn, req: conn.respond(b"", status="302 Found",
+                                               headers=[("Location", "/a"), ("Location", "/b")]),
+    })
+    composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=3))
+    assert composed.request(path="/creds").status_code == 302
+    assert composed.request(path="/two").status_code == 302
+    assert [q.target for q in server.requests] == ["/creds", "/two"]
+
+
 # -- retry -------------------------------------------------------------------------------------------
 
 
@@ -156,6 +169,31 @@ def test_retry_max_retries_zero_sends_once_and_head_is_retried(routes, make_clie
     with pytest.raises(errors.RequestRetryError):
         client.compose(interceptors.retry(max_retries=1, min_timeout=0.01)).request(path="/", method="HEAD")
     assert [q.method for q in server.requests[1:]] == ["HEAD", "HEAD"]
+
+
+
+@pytest.mark.parametrize("fmt", ["imf", "rfc850", "asctime"])
+def test_retry_after_in_each_http_date_format(routes, make_client, fmt):
+    # A date in the past means "now"; an unparsed one would mean min_timeout (10 s).
+    when = time.gmtime(time.time() - 3600)
+    text = {
+        "imf": time.strftime("%a, %d %b %Y %H:%M:%S GMT", when),
+        "rfc850": time.strftime("%A, %d-%b-%y %H:%M:%S GMT", when),
+        "asctime": time.strftime("%a %b ", when) + f"{when.tm_mday:2d}" + time.strftime(" %H:%M:%S %Y", when),
+    }[fmt]
+    seen = []
+
+    def handle(conn, req):
+        seen.append(time.monotonic())
+        if len(seen) == 1:
+            conn.respond(b"", status="503 Service Unavailable", headers=[("Retry-After", text)])
+        else:
+            conn.respond(b"ok")
+
+    server = routes({"/": handle})
+    composed = make_client(server.origin).compose(interceptors.retry(min_timeout=10, max_timeout=30))
+    assert composed.request(path="/").body.text() == "ok"
+    assert seen[1] - seen[0] < 2
 
 
 # -- cache -------------------------------------------------------------------------------------------
