@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from email.utils import formatdate
 
+import gevent
+import gevent.event
 import pytest
 
 from greenhttp import errors, interceptors
@@ -194,6 +196,23 @@ def test_retry_after_in_each_http_date_format(routes, make_client, fmt):
     composed = make_client(server.origin).compose(interceptors.retry(min_timeout=10, max_timeout=30))
     assert composed.request(path="/").body.text() == "ok"
     assert seen[1] - seen[0] < 2
+
+
+
+def test_retry_a_response_error_inside_is_retried_then_delivered_as_it_is(routes, make_client):
+    server = routes({"/": lambda conn, req: conn.respond(
+        b'{"why": "load"}', status="503 Service Unavailable",
+        headers=[("Content-Type", "application/json"), ("Retry-After", "0")])})
+    client = make_client(server.origin)
+    composed = client.compose(interceptors.retry(max_retries=2, min_timeout=10), interceptors.response_error())
+    with pytest.raises(errors.ResponseError) as info:
+        composed.request(path="/")
+    assert (info.value.status_code, info.value.body) == (503, {"why": "load"})
+    assert len(server.requests) == 3  # Retry-After: 0 on the error's headers, not min_timeout
+    with pytest.raises(errors.ResponseError):
+        composed.request(path="/", method="POST", body=b"x")
+    assert len(server.requests) == 4  # POST is not retried
+    assert server.accepted == 1
 
 
 # -- cache -------------------------------------------------------------------------------------------
@@ -421,3 +440,34 @@ def test_cache_inside_redirect_serves_every_hop_from_the_store(origin, make_clie
         assert (r.status_code, r.body.bytes()) == (200, b"final")
         assert r.context["history"] == [f"{server.origin}/a", f"{server.origin}/b"]
     assert [q.target for q in server.requests] == ["/a", "/b"]
+
+
+# -- deduplicate -------------------------------------------------------------------------------------
+
+
+def test_deduplicate_a_query_option_and_the_same_query_in_the_path_are_one_request(make_server, make_client):
+    gate = gevent.event.Event()
+
+    def handler(conn):
+        while (req := conn.read_request()) is not None:
+            gate.wait(5)
+            conn.respond(req.target.encode())
+
+    server = make_server(handler)
+    d = make_client(server.origin).compose(interceptors.deduplicate())
+    results = []
+
+    def one(**kw):
+        r = d.request(**kw)
+        results.append(r.body.bytes())
+
+    greenlets = [gevent.spawn(one, path="/p", query={"a": "1 2"}), gevent.spawn(one, path="/p?a=1%202"),
+                 gevent.spawn(one, path="/p", query={"a": "3"})]
+    with gevent.Timeout(5):
+        while not server.requests:  # one connection: the others queue behind the first
+            gevent.sleep(0.002)
+        gevent.sleep(0.02)
+        gate.set()
+        gevent.joinall(greenlets, raise_error=True)
+    assert sorted(results) == [b"/p?a=1%202", b"/p?a=1%202", b"/p?a=3"]
+    assert sorted(q.target for q in server.requests) == ["/p?a=1%202", "/p?a=3"]
