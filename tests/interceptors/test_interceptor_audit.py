@@ -364,6 +364,35 @@ def test_cache_the_memory_store_is_bounded_by_count_and_size():
     assert store.size <= 10
 
 
+
+def _value(**kw):
+    return {"status_code": 200, "status_message": "OK", "headers": {}, "cached_at": time.time(),
+            "stale_at": 1e12, "delete_at": 1e12, "body": b"ab", **kw}
+
+
+def test_cache_the_memory_store_evicts_the_least_recently_used():
+    store = MemoryCacheStore(max_count=2)
+    keys = [{"origin": "http://a", "method": "GET", "path": f"/{i}"} for i in range(3)]
+    store.set(keys[0], _value())
+    store.set(keys[1], _value())
+    assert store.get(keys[0]) is not None  # /0 is now the most recently used
+    store.set(keys[2], _value())
+    assert [store.get(k) is not None for k in keys] == [True, False, True]
+
+
+def test_cache_the_sqlite_store_is_bounded_by_max_count_and_purges_expired_rows(tmp_path):
+    with SqliteCacheStore(tmp_path / "c.sqlite", max_count=10) as store:
+        keys = [{"origin": "http://a", "method": "GET", "path": f"/{i}"} for i in range(12)]
+        store.set(keys[0], _value(delete_at=time.time() - 1))  # already expired
+        for k in keys[1:]:
+            store.set(k, _value())
+        assert store.size <= 10
+        assert store.get(keys[0]) is None
+        assert store.get(keys[11]) is not None  # the newest stays
+        store.delete({"origin": "http://a", "method": "HEAD", "path": "/11"})  # every method goes
+        assert store.get(keys[11]) is None
+
+
 # -- dump --------------------------------------------------------------------------------------------
 
 
