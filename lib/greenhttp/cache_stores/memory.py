@@ -92,12 +92,15 @@ class MemoryCacheStore:
         now = time.time()
         # Of several stored responses that match, the most recent is used (RFC 9111 §4.1).
         best: _Entry | None = None
-        for entry in reversed(entries[:]):
+        expired: list[_Entry] = []
+        for entry in reversed(entries):
             if entry.method == method and (entry.vary is None or vary_matches(entry.vary, headers)):
                 if entry.delete_at <= now:
-                    self._remove(entry)
+                    expired.append(entry)
                 elif best is None or entry.result["cached_at"] > best.result["cached_at"]:
                     best = entry
+        for entry in expired:
+            self._remove(entry)
         if best is None:
             return None
         self._lru.move_to_end(best)
