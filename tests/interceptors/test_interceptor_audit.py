@@ -3,7 +3,9 @@ response_error, dump, deduplicate) against the RFCs, the spec and REFERENCE.md."
 
 from __future__ import annotations
 
+import gzip
 import time
+import warnings
 from email.utils import formatdate
 
 import gevent
@@ -12,6 +14,7 @@ import pytest
 
 from greenhttp import errors, interceptors
 from greenhttp.cache_stores import MemoryCacheStore, SqliteCacheStore
+from greenhttp.errors import ExperimentalWarning
 
 
 def _to(location, status="302 Found", body=b"see elsewhere"):
@@ -213,6 +216,36 @@ def test_retry_a_response_error_inside_is_retried_then_delivered_as_it_is(routes
         composed.request(path="/", method="POST", body=b"x")
     assert len(server.requests) == 4  # POST is not retried
     assert server.accepted == 1
+
+
+
+def test_retry_inside_decompress_resumes_the_encoded_body(routes, make_client):
+    text = b"".join(b"line %d\n" % i for i in range(20000))
+    encoded = gzip.compress(text)
+    cut = len(encoded) // 2
+    seen = []
+
+    def handle(conn, req):
+        seen.append(req.header("range"))
+        if len(seen) == 1:
+            conn.send(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nETag: \"g\"\r\nContent-Length: %d\r\n\r\n"
+                      % len(encoded) + encoded[:cut])
+            return False
+        start = int(req.header("range").split("=")[1].split("-")[0])
+        conn.send(b"HTTP/1.1 206 Partial Content\r\nContent-Encoding: gzip\r\nETag: \"g\"\r\n"
+                  b"Content-Range: bytes %d-%d/%d\r\nContent-Length: %d\r\n\r\n"
+                  % (start, len(encoded) - 1, len(encoded), len(encoded) - start) + encoded[start:])
+        return None
+
+    server = routes({"/": handle})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        decompress = interceptors.decompress()
+    composed = make_client(server.origin).compose(decompress, interceptors.retry(min_timeout=0.01))
+    r = composed.request(path="/")
+    assert r.body.bytes() == text
+    assert "content-encoding" not in r.headers
+    assert seen == [None, f"bytes={cut}-{len(encoded) - 1}"]
 
 
 # -- cache -------------------------------------------------------------------------------------------
