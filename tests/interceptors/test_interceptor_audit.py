@@ -12,6 +12,7 @@ import gevent
 import gevent.event
 import pytest
 
+import greenhttp
 from greenhttp import errors, interceptors
 from greenhttp.cache_stores import MemoryCacheStore, SqliteCacheStore
 from greenhttp.errors import ExperimentalWarning
@@ -533,3 +534,35 @@ def test_deduplicate_a_query_option_and_the_same_query_in_the_path_are_one_reque
         gevent.joinall(greenlets, raise_error=True)
     assert sorted(results) == [b"/p?a=1%202", b"/p?a=1%202", b"/p?a=3"]
     assert sorted(q.target for q in server.requests) == ["/p?a=1%202", "/p?a=3"]
+
+
+def _upstream_statuses():
+    """An interceptor recording the statuses that reach it (put it inside the cache)."""
+    statuses = []
+
+    class Spy(greenhttp.DecoratorHandler):
+        def on_response_start(self, controller, status_code, headers, status_message):
+            statuses.append(status_code)
+            super().on_response_start(controller, status_code, headers, status_message)
+
+    def interceptor(dispatch):
+        return lambda opts, handler: dispatch(opts, Spy(handler))
+
+    return interceptor, statuses
+
+
+def test_cache_revalidates_against_nginx_with_its_real_validators(nginx, make_client, store):
+    spy, statuses = _upstream_statuses()
+    d = make_client(nginx.origin).compose(interceptors.cache(store=store), spy)
+    first = d.request(path="/")
+    assert (first.status_code, first.body.bytes()) == (200, nginx.small)
+    etag = first.headers["etag"]
+    # max-age=0 forces a validation: nginx answers the conditional request with a 304
+    # and the body comes from the store.
+    second = d.request(path="/", headers={"cache-control": "max-age=0"})
+    assert (second.status_code, second.body.bytes(), second.headers["etag"]) == (200, nginx.small, etag)
+    assert second.headers["content-length"] == "100"
+    # The client's own precondition, answered after validation.
+    third = d.request(path="/", headers={"cache-control": "max-age=0", "if-none-match": etag})
+    assert (third.status_code, third.body.bytes()) == (304, b"")
+    assert statuses == [200, 304, 304]
