@@ -117,6 +117,19 @@ def test_redirect_with_credentials_in_the_url_or_two_locations_is_returned(route
     assert [q.target for q in server.requests] == ["/creds", "/two"]
 
 
+
+def test_redirect_per_request_throw_on_max_redirect_and_a_zero_limit(routes, make_client):
+    server = routes({"/1": _to("/2"), "/2": _to("/3"), "/3": _ok()})
+    composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=1))
+    assert composed.request(path="/1").status_code == 302  # the limit: the redirect is returned
+    with pytest.raises(errors.MaxRedirectionsError, match="max redirects"):
+        composed.request(path="/1", throw_on_max_redirect=True)
+    # 0 turns the interceptor off, whatever throw_on_max_redirect says.
+    assert composed.request(path="/1", max_redirections=0, throw_on_max_redirect=True).status_code == 302
+    with pytest.raises(errors.InvalidArgumentError, match="throw_on_max_redirect"):
+        composed.request(path="/1", throw_on_max_redirect="yes")
+
+
 # -- retry -------------------------------------------------------------------------------------------
 
 
