@@ -14,9 +14,9 @@ Greenlet-safe: pure functions.
 from __future__ import annotations
 
 from typing import Any, TypedDict
-from urllib.parse import quote, urlencode
 
 from .headers import header_pairs
+from .url import path_with_query
 
 __all__ = ["SAFE_METHODS", "CacheKey", "cache_key", "dedupe_key", "request_header_map"]
 
@@ -59,9 +59,7 @@ def cache_key(origin: Any, method: str, path: str, query: Any, headers: dict[str
     origin = str(origin)
     if origin.endswith("/"):
         origin = origin[:-1]
-    if query and "?" not in path and "#" not in path and isinstance(query, dict):
-        path = path + "?" + urlencode(query, doseq=True, quote_via=quote, safe="!~*'()")
-    return {"origin": origin, "method": method, "path": path, "headers": headers}
+    return {"origin": origin, "method": method, "path": path_with_query(path, query), "headers": headers}
 
 
 def dedupe_key(

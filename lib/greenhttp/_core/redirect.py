@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode, urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 from ..errors import InvalidArgumentError, MaxRedirectionsError
 from .headers import header_pairs
-from .url import parse_origin
+from .url import parse_origin, path_with_query
 
 __all__ = [
     "REDIRECT_STATUSES",
@@ -123,11 +123,7 @@ def normalize_origin(origin: Any) -> str | None:
 
 def request_path(opts: dict[str, Any]) -> str:
     """The path ``opts`` requests, with its ``query`` option serialised as the dispatcher does."""
-    path = opts.get("path") or "/"
-    query = opts.get("query")
-    if query and isinstance(query, dict) and "?" not in path and "#" not in path:
-        path = path + "?" + urlencode(query, doseq=True, quote_via=quote, safe="!~*'()")
-    return str(path)
+    return path_with_query(str(opts.get("path") or "/"), opts.get("query"))
 
 
 def _encode(text: str) -> str:

@@ -18,7 +18,6 @@ import math
 import re
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote, urlencode
 
 from mypy_extensions import mypyc_attr
 
@@ -31,6 +30,7 @@ from .blob import Blob
 from .body import StreamBody, normalize_body
 from .controller import Controller
 from .headers import TOKEN_RE, check_header_value, header_pairs, raw_header_list
+from .url import encode_query
 
 __all__ = [
     "Request",
@@ -268,7 +268,7 @@ class Request:
             raise InvalidArgumentError('query params cannot be passed when path already contains "?" or "#"')
         if not isinstance(query, dict):
             raise InvalidArgumentError(f"query must be a dict, got {query!r}")
-        self.path = path + "?" + urlencode(query, doseq=True, quote_via=quote, safe="!~*'()")
+        self.path = path + "?" + encode_query(query)
 
     def _set_throw_on_error(self, value: Any) -> None:
         raise InvalidArgumentError("invalid throw_on_error: use the response_error interceptor")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["Origin", "parse_origin", "is_ip_literal"]
+__all__ = ["Origin", "parse_origin", "is_ip_literal", "encode_query", "path_with_query"]
 
 _DEFAULT_PORTS = {"http:": 80, "https:": 443}
 
@@ -25,6 +26,23 @@ class Origin:
     @property
     def is_https(self) -> bool:
         return self.protocol == "https:"
+
+
+def encode_query(query: dict[str, Any]) -> str:
+    """A ``query`` option serialised for the request target (without the ``?``).
+
+    Spaces become ``%20`` and ``!~*'()`` stay as they are, as in the original's
+    ``querystring``; a list value repeats its key.
+    """
+    return urlencode(query, doseq=True, quote_via=quote, safe="!~*'()")
+
+
+def path_with_query(path: str, query: Any) -> str:
+    """``path`` with a ``query`` option added as the dispatcher adds it (a dict, to a
+    path without ``?`` or ``#``); ``path`` itself when there is none to add."""
+    if query and isinstance(query, dict) and "?" not in path and "#" not in path:
+        return path + "?" + encode_query(query)
+    return path
 
 
 def is_ip_literal(hostname: str) -> bool:
