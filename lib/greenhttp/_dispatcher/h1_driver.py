@@ -97,6 +97,7 @@ class H1Connection:
         self.parser = ResponseParser(self, client._opts.max_header_size)
         self.running: deque[Request] = deque()
         self.reset = False  # no new requests; close once the running ones are done
+        self._server_closes = False  # a final head said the server closes after its response
         self.blocking = False  # a written request waits for its response head
         self.writing = False  # a writer greenlet owns the write side
         self.destroyed = False
@@ -474,6 +475,7 @@ class H1Connection:
         client = self.client
         if not keep_alive:
             self.reset = True
+            self._server_closes = True
         elif client._pipelining:
             hint = headers.get("keep-alive")
             if hint is None:
@@ -558,12 +560,14 @@ class H1Connection:
             remember, self._remember_session = self._remember_session, None
             remember(self.sock, self.connect_options)
         running = self.running
+        if self._server_closes or (self.reset and not running):
+            # RFC 9112 §9.6: after a response that closes the connection nothing more
+            # is read on it; requests pipelined behind it are re-sent (REFERENCE §3.5).
+            self._stop_reading = True
+            return True
         if running:
             method = self._expected = running[0].method
             self.parser.expect(method)
-        elif self.reset:
-            self._stop_reading = True
-            return True
         self.client._resume()
         if not self.running and self._phase != _IDLE:
             # Nothing was written meanwhile: the connection idles. (What _arm_for_wait
