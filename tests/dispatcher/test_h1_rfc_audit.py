@@ -87,3 +87,84 @@ def test_bytes_after_a_closing_response_are_never_read_as_the_next_response(make
     jobs = spawn_gets(client, ["/1", "/2"])
     gevent.joinall(jobs, timeout=T, raise_error=True)
     assert [j.value for j in jobs] == [b"/1", b"/2"]
+
+
+# ---------------------------------------------------------------------------
+# a response that arrives before the request body is fully sent
+# ---------------------------------------------------------------------------
+
+
+def test_a_response_complete_while_the_body_is_still_written_ends_the_connection(make_server, make_client):
+    """REFERENCE §3.5: a response that completes while the request body is still
+    being written destroys the socket (informational "reset"): the request gets
+    its response, the rest of the body is not sent, the next request gets a new
+    connection."""
+    sent = []
+    proceed = gevent.event.Event()
+
+    def body():
+        for i in range(50):
+            if i == 1:
+                proceed.wait(T)
+            sent.append(i)
+            yield b"x" * 10
+
+    def handler(conn):
+        if len(conn.server.conns) == 1:
+            conn.read_head()
+            conn.send(b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 4\r\n\r\nfull")
+            conn.wait_closed()
+            return
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            conn.respond(req.target.encode())
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    r = client.request(path="/up", method="POST", body=body())
+    assert r.status_code == 413
+    assert r.body.bytes() == b"full"
+    proceed.set()
+    # Closed at once (not after keep_alive_timeout, 4 s): a body cut short must
+    # never be followed by another request on the same connection.
+    assert server.conns[0].eof.wait(1.0)
+    assert len(sent) < 50
+    assert get(client, "/next") == b"/next"
+    assert server.accepted == 2
+
+
+def test_the_next_request_never_follows_a_body_cut_short_by_an_early_response(make_server, make_client):
+    """A keep-alive server that answers early and goes on reading must never see
+    the next request's bytes inside the unfinished chunked body."""
+    proceed = gevent.event.Event()
+    raw = []
+
+    def body():
+        yield b"first"
+        proceed.wait(T)
+        yield b"second"
+
+    def handler(conn):
+        if len(conn.server.conns) == 1:
+            conn.read_head()
+            conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly")
+            conn.wait_closed()
+            raw.append(conn.buf)
+            return
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            conn.respond(req.target.encode())
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    assert client.request(path="/up", method="POST", body=body()).body.bytes() == b"early"
+    job = gevent.spawn(get, client, "/next")
+    proceed.set()
+    assert job.get(timeout=T) == b"/next"
+    with gevent.Timeout(T):
+        server.conns[0].eof.wait()
+    assert b"/next" not in raw[0]

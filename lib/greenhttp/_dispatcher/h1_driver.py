@@ -560,9 +560,11 @@ class H1Connection:
             remember, self._remember_session = self._remember_session, None
             remember(self.sock, self.connect_options)
         running = self.running
-        if self._server_closes or (self.reset and not running):
+        if self._server_closes or (not running and (self.reset or self.writing)):
             # RFC 9112 §9.6: after a response that closes the connection nothing more
             # is read on it; requests pipelined behind it are re-sent (REFERENCE §3.5).
+            # A response that came before its request body was all sent ends the
+            # connection too: nothing may follow a body cut short (REFERENCE §3.5).
             self._stop_reading = True
             return True
         if running:
