@@ -8,6 +8,8 @@ import gevent
 import gevent.event
 import pytest
 
+from greenhttp import errors
+
 T = 5.0  # the bound of every wait
 
 
@@ -168,3 +170,268 @@ def test_the_next_request_never_follows_a_body_cut_short_by_an_early_response(ma
     with gevent.Timeout(T):
         server.conns[0].eof.wait()
     assert b"/next" not in raw[0]
+
+
+# ---------------------------------------------------------------------------
+# framing (RFC 9112 §6) with exact bytes
+# ---------------------------------------------------------------------------
+
+
+def scripted(answers):
+    """A server answering the n-th request of the first connection with answers[n]
+    (bytes, sent as they are); later connections answer "fresh <target>"."""
+
+    def handler(conn):
+        first = len(conn.server.conns) == 1
+        n = 0
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            if first and n < len(answers):
+                conn.send(answers[n])
+                n += 1
+            else:
+                conn.respond(b"fresh " + req.target.encode())
+
+    return handler
+
+
+@pytest.mark.parametrize("status", [b"204 No Content", b"304 Not Modified"])
+def test_204_and_304_with_content_length_have_no_body_and_keep_the_connection(make_server, make_client, status):
+    server = make_server(
+        scripted([b"HTTP/1.1 " + status + b"\r\nContent-Length: 5\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"])
+    )
+    client = make_client(server.origin)
+    r = client.request(path="/a")
+    assert r.status_code == int(status[:3])
+    assert r.body.bytes() == b""
+    assert get(client, "/b") == b"ok"
+    assert server.accepted == 1
+
+
+def test_head_response_with_content_length_has_no_body(make_server, make_client):
+    server = make_server(
+        scripted([
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        ])
+    )
+    client = make_client(server.origin)
+    r = client.request(path="/h", method="HEAD", reset=False)
+    assert r.headers["content-length"] == "100"
+    assert r.body.bytes() == b""
+    r = client.request(path="/h", method="HEAD", reset=False)
+    assert r.body.bytes() == b""
+    assert get(client, "/g") == b"ok"
+    assert server.accepted == 1
+
+
+def test_interim_103_goes_to_on_info_and_100_does_not_end_the_response(make_server, make_client):
+    server = make_server(
+        scripted([
+            b"HTTP/1.1 100 Continue\r\n\r\n"
+            b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n"
+            b"HTTP/1.1 103 Early Hints\r\nLink: </a.js>\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        ])
+    )
+    client = make_client(server.origin)
+    infos = []
+    r = client.request(path="/", on_info=infos.append)
+    assert r.status_code == 200
+    assert r.body.bytes() == b"ok"
+    assert [i["status_code"] for i in infos] == [103, 103]
+    assert infos[0]["headers"]["link"] == "</s.css>; rel=preload"
+    assert get(client, "/2") == b"fresh /2"
+    assert server.accepted == 1
+
+
+def test_interim_responses_in_separate_reads(make_server, make_client):
+    def handler(conn):
+        conn.read_request()
+        for piece in (b"HTTP/1.1 103 Early", b" Hints\r\nLink: <x>\r\n", b"\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"):
+            conn.send(piece)
+            gevent.sleep(0.01)
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    infos = []
+    assert client.request(path="/", on_info=infos.append).body.bytes() == b"ok"
+    assert [i["status_code"] for i in infos] == [103]
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 0x5\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX-A: 1\r\n folded\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\nContent-Length: 0\n\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 0\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX-A : 1\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX\x00A: 1\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX-A: 1\x7f\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 OK\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 099 Low\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.2 200 OK\r\nContent-Length: 0\r\n\r\n",
+        b"http/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1  200 OK\r\nContent-Length: 0\r\n\r\n",
+        b" HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5 \r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n+5\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000000\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;a=\x01\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: 1\n\r\n",
+    ],
+)
+def test_invalid_framing_is_refused_and_the_connection_not_reused(make_server, make_client, head):
+    server = make_server(scripted([head]))
+    client = make_client(server.origin)
+    with pytest.raises(errors.HTTPParserError):
+        get(client, "/bad")
+    assert get(client, "/next") == b"fresh /next"
+    assert server.accepted == 2
+
+
+@pytest.mark.parametrize(
+    "answer,body,trailers",
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\nhello", b"hello", {}),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello", b"hello", {}),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 007\r\n\r\nhello!!", b"hello!!", {}),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5;name=value;q=\"a;b\"\r\nhello\r\n0;last\r\n\r\n",
+            b"hello",
+            {},
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: CHUNKED\r\n\r\nA\r\n0123456789\r\n0\r\n\r\n",
+            b"0123456789",
+            {},
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+            b"abc",
+            {},
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n"
+            b"3\r\nabc\r\n0\r\nX-Sum: 42\r\nX-Two: a\r\nX-Two: b\r\n\r\n",
+            b"abc",
+            {"x-sum": "42", "x-two": ["a", "b"]},
+        ),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n00000000000000003\r\nabc\r\n0\r\n\r\n", b"abc", {}),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 0000000000000000000003\r\n\r\nabc", b"abc", {}),
+    ],
+    ids=["cl-list", "cl-repeated", "cl-leading-zeros", "chunk-ext", "te-case", "te-gzip-chunked", "trailers", "size-zeros", "cl-many-zeros"],
+)
+def test_valid_framing_is_read_and_the_connection_reused(make_server, make_client, answer, body, trailers):
+    server = make_server(scripted([answer]))
+    client = make_client(server.origin)
+    r = client.request(path="/a")
+    assert r.body.bytes() == body
+    assert r.trailers == trailers
+    assert get(client, "/b") == b"fresh /b"
+    assert server.accepted == 1
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-T: 1\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Le",
+    ],
+    ids=["cl", "chunked-between", "chunked-mid", "chunked-no-trailer-end", "trailers-cut", "head-cut"],
+)
+def test_a_body_cut_short_by_close_is_an_error(make_server, make_client, answer):
+    def handler(conn):
+        if len(conn.server.conns) == 1:
+            conn.read_request()
+            conn.send(answer)
+            conn.close()
+            return
+        scripted([])(conn)
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    with pytest.raises(errors.SocketError):
+        get(client, "/cut")
+    assert get(client, "/next") == b"fresh /next"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.0 200 OK\r\n\r\nuntil close",
+        b"HTTP/1.1 200 OK\r\n\r\nuntil close",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nuntil close",
+        b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\nuntil close",
+    ],
+)
+def test_a_body_read_until_close(make_server, make_client, answer):
+    def handler(conn):
+        if len(conn.server.conns) == 1:
+            conn.read_request()
+            conn.send(answer)
+            gevent.sleep(0.01)
+            conn.close()
+            return
+        scripted([])(conn)
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    assert get(client, "/a") == b"until close"
+    assert get(client, "/next") == b"fresh /next"
+    assert server.accepted == 2
+
+
+def test_http10_keep_alive_response_keeps_the_connection(make_server, make_client):
+    server = make_server(
+        scripted([
+            b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 2\r\n\r\nok",
+            b"HTTP/1.0 200 OK\r\nConnection: keep-alive, x\r\nContent-Length: 3\r\n\r\nok2",
+        ])
+    )
+    client = make_client(server.origin)
+    assert get(client, "/1") == b"ok"
+    assert get(client, "/2") == b"ok2"
+    assert get(client, "/3") == b"fresh /3"
+    assert server.accepted == 1
+
+
+@pytest.mark.parametrize("value", ["close", "Close", "keep-alive, close", "upgrade,CLOSE"])
+def test_connection_close_token_in_any_form_closes(make_server, make_client, value):
+    server = make_server(scripted([b"HTTP/1.1 200 OK\r\nConnection: %s\r\nContent-Length: 2\r\n\r\nok" % value.encode()]))
+    client = make_client(server.origin)
+    assert get(client, "/1") == b"ok"
+    assert server.conns[0].eof.wait(1.0)
+    assert get(client, "/2") == b"fresh /2"
+    assert server.accepted == 2
+
+
+def test_connection_header_without_the_close_token_keeps_the_connection(make_server, make_client):
+    server = make_server(scripted([b"HTTP/1.1 200 OK\r\nConnection: x-closed-not\r\nContent-Length: 2\r\n\r\nok"]))
+    client = make_client(server.origin)
+    assert get(client, "/1") == b"ok"
+    assert get(client, "/2") == b"fresh /2"
+    assert server.accepted == 1

@@ -41,7 +41,7 @@ _LINE = _TOKEN + rb":" + _VALUE_CHAR + rb"*\r\n"
 _BLOCK_RE = re.compile(rb"(?:" + _LINE + rb")*")
 _block_fullmatch = _BLOCK_RE.fullmatch
 _STATUS_RE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: (" + _VALUE_CHAR + rb"*))?\r\n")
-_CHUNK_SIZE_RE = re.compile(rb"([0-9A-Fa-f]{1,16})(;[\t\x20-\x7e\x80-\xff]*)?\r\n")
+_CHUNK_SIZE_RE = re.compile(rb"0*([0-9A-Fa-f]{1,16})(;[\t\x20-\x7e\x80-\xff]*)?\r\n")
 
 _MAX_START_LINE = 8192
 
@@ -126,7 +126,7 @@ def _content_length(value: Any) -> int:
     if len(parts) != 1:
         raise HTTPParserError("conflicting Content-Length", "HPE_UNEXPECTED_CONTENT_LENGTH")
     text = parts.pop()
-    if not text.isdigit() or not text.isascii() or len(text) > 18:
+    if not text.isdigit() or not text.isascii() or len(text.lstrip("0")) > 18:  # (leading zeros are valid)
         raise HTTPParserError("invalid Content-Length", "HPE_INVALID_CONTENT_LENGTH", text.encode())
     return int(text)
 
