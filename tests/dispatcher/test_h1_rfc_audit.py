@@ -435,3 +435,442 @@ def test_connection_header_without_the_close_token_keeps_the_connection(make_ser
     assert get(client, "/1") == b"ok"
     assert get(client, "/2") == b"fresh /2"
     assert server.accepted == 1
+
+
+# ---------------------------------------------------------------------------
+# request serialisation
+# ---------------------------------------------------------------------------
+
+
+def recorded(make_server, make_client, **options):
+    server = make_server(scripted([]))
+    client = make_client(server.origin)
+    path = options.pop("path", "/")
+    assert client.request(path=path, **options).body.bytes() == b"fresh " + path.encode()
+    assert len(server.requests) == 1
+    return server.requests[0], server
+
+
+def test_str_body_length_counts_utf8_bytes(make_server, make_client):
+    req, _ = recorded(make_server, make_client, method="POST", body="héllo €")
+    assert req.header("content-length") == str(len("héllo €".encode()))
+    assert req.body == "héllo €".encode()
+    assert req.header("transfer-encoding") is None
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH"])
+def test_empty_body_on_a_payload_method_sends_content_length_0(make_server, make_client, method):
+    for body in (None, b"", ""):
+        req, _ = recorded(make_server, make_client, method=method, body=body)
+        assert req.header_list("content-length") == ["0"], body
+        assert req.header("transfer-encoding") is None
+
+
+def test_no_length_header_for_get_or_delete_without_body(make_server, make_client):
+    for method in ("GET", "DELETE", "OPTIONS"):
+        req, _ = recorded(make_server, make_client, method=method)
+        assert req.header("content-length") is None
+        assert req.header("transfer-encoding") is None
+
+
+def test_iterator_body_is_chunked_and_skips_empty_chunks(make_server, make_client):
+    req, _ = recorded(make_server, make_client, method="POST", body=iter([b"ab", b"", "cd", bytearray(b"e")]))
+    assert req.header("transfer-encoding") == "chunked"
+    assert req.header("content-length") is None
+    assert req.raw.endswith(b"\r\n\r\n2\r\nab\r\n2\r\ncd\r\n1\r\ne\r\n0\r\n\r\n")
+
+
+def test_empty_iterator_body_on_post(make_server, make_client):
+    req, _ = recorded(make_server, make_client, method="POST", body=iter([]))
+    te, cl = req.header("transfer-encoding"), req.header("content-length")
+    assert (te, cl) in (("chunked", None), (None, "0"))
+    assert req.body == b""
+
+
+def test_file_like_bodies(make_server, make_client, tmp_path):
+    import io
+
+    req, _ = recorded(make_server, make_client, method="PUT", body=io.BytesIO(b"from bytesio"))
+    assert req.header("transfer-encoding") == "chunked"
+    assert req.body == b"from bytesio"
+    f = tmp_path / "f.bin"
+    f.write_bytes(b"0123456789")
+    with open(f, "rb") as fh:
+        fh.seek(4)
+        req, _ = recorded(make_server, make_client, method="PUT", body=fh)
+    assert req.header("content-length") == "6"
+    assert req.header("transfer-encoding") is None
+    assert req.body == b"456789"
+
+
+def test_get_with_body_is_framed_and_closes_the_connection(make_server, make_client):
+    server = make_server(scripted([]))
+    client = make_client(server.origin)
+    assert get(client, "/g", body=b"data") == b"fresh /g"
+    assert server.requests[0].header("content-length") == "4"
+    assert server.requests[0].body == b"data"
+    assert server.conns[0].eof.wait(1.0)
+    assert get(client, "/h") == b"fresh /h"
+    assert server.accepted == 2
+
+
+def test_user_content_length_is_replaced_not_duplicated(make_server, make_client):
+    req, _ = recorded(make_server, make_client, method="POST", body=b"abc", headers={"Content-Length": "3"})
+    assert req.header_list("content-length") == ["3"]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-A": "a\r\nX-Injected: 1"},
+        {"X-A": "a\nb"},
+        {"X-A": "a\rb"},
+        {"X-A": "a\x00b"},
+        {"X-A": ["ok", "a\r\nb"]},
+        {"X-A\r\nX-B": "1"},
+        {"X A": "1"},
+        {"X-A:": "1"},
+        {"": "1"},
+        {"Host": "h\r\nX-Injected: 1"},
+        [("X-A", "a\r\n\r\nGET /smuggled HTTP/1.1")],
+        {"Transfer-Encoding": "chunked"},
+        {"Content-Length": "1\r\n"},
+        {"Content-Length": "-1"},
+    ],
+)
+def test_header_injection_is_refused_before_anything_is_sent(make_server, make_client, headers):
+    server = make_server(scripted([]))
+    client = make_client(server.origin)
+    with pytest.raises(errors.InvalidArgumentError):
+        client.request(path="/", method="POST", body=b"x", headers=headers)
+    assert server.requests == []
+
+
+@pytest.mark.parametrize(
+    "path,method",
+    [
+        ("/a b", "GET"),
+        ("/a\r\nX-Injected: 1", "GET"),
+        ("/a\nb", "GET"),
+        ("/\x00", "GET"),
+        ("/\u0100", "GET"),
+        ("", "GET"),
+        ("/", "GE T"),
+        ("/", "GET\r\n"),
+        ("/", "G(ET"),
+        ("/", ""),
+    ],
+)
+def test_request_line_injection_is_refused(make_server, make_client, path, method):
+    server = make_server(scripted([]))
+    client = make_client(server.origin)
+    with pytest.raises(errors.InvalidArgumentError):
+        client.request(path=path, method=method)
+    assert server.requests == []
+
+
+def test_host_header_is_sent_once_and_first(make_server, make_client):
+    req, server = recorded(make_server, make_client, headers={"X-A": "1"})
+    assert req.headers[0] == ("host", f"127.0.0.1:{server.port}")
+    assert req.header_list("host") == [f"127.0.0.1:{server.port}"]
+    req, _ = recorded(make_server, make_client, headers=[("X-A", "1"), ("HOST", "example.org")])
+    assert req.header_list("host") == ["example.org"]
+    with pytest.raises(errors.InvalidArgumentError):
+        recorded(make_server, make_client, headers=[("Host", "a"), ("host", "b")])
+
+
+def test_connection_close_request_header_sends_close_once_and_closes(make_server, make_client):
+    server = make_server(scripted([]))
+    client = make_client(server.origin)
+    assert get(client, "/a", headers={"Connection": "close"}) == b"fresh /a"
+    req = server.requests[0]
+    assert [v.lower() for v in req.header_list("connection")] == ["close"]
+    assert server.conns[0].eof.wait(1.0)
+    assert get(client, "/b") == b"fresh /b"
+    assert server.accepted == 2
+
+
+# ---------------------------------------------------------------------------
+# expect: 100-continue
+# ---------------------------------------------------------------------------
+
+
+def test_expect_continue_holds_the_body_until_100(make_server, make_client):
+    order = []
+
+    def handler(conn):
+        req = conn.read_head()
+        order.append(("head", req.header("expect")))
+        gevent.sleep(0.05)
+        order.append(("early", conn.buf))
+        conn.send(b"HTTP/1.1 103 Early Hints\r\nLink: <x>\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n")
+        conn.read_body(req)
+        conn.respond(b"got " + req.body)
+        scripted([])(conn)
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    infos = []
+    r = client.request(path="/up", method="PUT", body=b"payload", expect_continue=True, on_info=infos.append)
+    assert r.body.bytes() == b"got payload"
+    assert order == [("head", "100-continue"), ("early", b"")]
+    assert [i["status_code"] for i in infos] == [103]
+    assert get(client, "/next") == b"fresh /next"
+    assert server.accepted == 1
+
+
+def test_expect_continue_final_answer_first_never_sends_the_body(make_server, make_client):
+    seen = []
+
+    def handler(conn):
+        if len(conn.server.conns) == 1:
+            conn.read_head()
+            conn.send(b"HTTP/1.1 417 Expectation Failed\r\nContent-Length: 2\r\n\r\nno")
+            conn.wait_closed()
+            seen.append(conn.buf)
+            return
+        scripted([])(conn)
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    r = client.request(path="/up", method="PUT", body=b"payload", expect_continue=True)
+    assert (r.status_code, r.body.bytes()) == (417, b"no")
+    assert get(client, "/next") == b"fresh /next"
+    assert server.accepted == 2
+    assert seen == [b""]
+
+
+# ---------------------------------------------------------------------------
+# timeouts
+# ---------------------------------------------------------------------------
+
+
+def stall_after(data):
+    def handler(conn):
+        if len(conn.server.conns) == 1:
+            conn.read_request()
+            if data:
+                conn.send(data)
+            conn.wait_closed()
+            return
+        scripted([])(conn)
+
+    return handler
+
+
+@pytest.mark.parametrize("data", [b"", b"HTTP/1.1 200 OK\r\n", b"HTTP/1.1 103 Early Hints\r\n\r\n"])
+def test_headers_timeout_fires_with_its_error(make_server, make_client, data):
+    import time
+
+    server = make_server(stall_after(data))
+    client = make_client(server.origin, headers_timeout=0.2)
+    started = time.monotonic()
+    with pytest.raises(errors.HeadersTimeoutError) as info:
+        get(client, "/slow")
+    assert isinstance(info.value, TimeoutError)
+    assert info.value.code == "GH_ERR_HEADERS_TIMEOUT"
+    assert 0.15 < time.monotonic() - started < 1.5
+    assert get(client, "/next") == b"fresh /next"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n0\r\n",
+        b"HTTP/1.0 200 OK\r\n\r\nuntil",
+    ],
+)
+def test_body_timeout_fires_with_its_error(make_server, make_client, data):
+    import time
+
+    server = make_server(stall_after(data))
+    client = make_client(server.origin, headers_timeout=5, body_timeout=0.2)
+    started = time.monotonic()
+    r = client.request(path="/slow")
+    assert r.status_code == 200
+    with pytest.raises(errors.BodyTimeoutError) as info:
+        r.body.bytes()
+    assert isinstance(info.value, TimeoutError)
+    assert info.value.code == "GH_ERR_BODY_TIMEOUT"
+    assert 0.15 < time.monotonic() - started < 1.5
+    assert get(client, "/next") == b"fresh /next"
+
+
+def test_per_request_zero_disables_the_client_timeouts(make_server, make_client):
+    def handler(conn):
+        conn.read_request()
+        gevent.sleep(0.3)
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nab")
+        gevent.sleep(0.3)
+        conn.send(b"cd")
+        scripted([])(conn)
+
+    server = make_server(handler)
+    client = make_client(server.origin, headers_timeout=0.1, body_timeout=0.1)
+    assert get(client, "/", headers_timeout=0, body_timeout=0) == b"abcd"
+
+
+def test_per_request_timeouts_override_the_client(make_server, make_client):
+    server = make_server(stall_after(b""))
+    client = make_client(server.origin, headers_timeout=30)
+    with gevent.Timeout(T), pytest.raises(errors.HeadersTimeoutError):
+        get(client, "/", headers_timeout=0.1)
+
+
+# ---------------------------------------------------------------------------
+# Keep-Alive hints
+# ---------------------------------------------------------------------------
+
+
+def test_a_keep_alive_hint_below_the_threshold_closes_after_the_response(make_server, make_client):
+    server = make_server(scripted([b"HTTP/1.1 200 OK\r\nKeep-Alive: timeout=1\r\nContent-Length: 2\r\n\r\nok"]))
+    client = make_client(server.origin)  # threshold 2 s: 1 - 2 <= 0
+    assert get(client, "/1") == b"ok"
+    assert server.conns[0].eof.wait(1.0)
+    assert get(client, "/2") == b"fresh /2"
+    assert server.accepted == 2
+
+
+def test_a_keep_alive_hint_sets_the_idle_timeout(make_server, make_client):
+    import time
+
+    server = make_server(scripted([b"HTTP/1.1 200 OK\r\nKeep-Alive: max=5, timeout=2\r\nContent-Length: 2\r\n\r\nok"]))
+    client = make_client(server.origin, keep_alive_timeout_threshold=1.7, keep_alive_timeout=30)
+    assert get(client, "/1") == b"ok"
+    started = time.monotonic()
+    assert server.conns[0].eof.wait(2.0)
+    assert 0.2 < time.monotonic() - started < 1.2
+
+
+# ---------------------------------------------------------------------------
+# pipelining: order, and what a failure in the middle does to the queue
+# ---------------------------------------------------------------------------
+
+
+def pipelined_server(first_script):
+    """The first connection reads three requests and runs ``first_script(conn, reqs)``;
+    later ones answer every request with its target."""
+
+    def handler(conn):
+        if len(conn.server.conns) == 1:
+            reqs = []
+            while len(reqs) < 3:
+                req = conn.read_request()
+                if req is None:
+                    return
+                reqs.append(req)
+            first_script(conn, reqs)
+            return
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            conn.respond(req.target.encode())
+
+    return handler
+
+
+def outcome(job):
+    try:
+        return job.get(timeout=T)
+    except errors.GreenHTTPError as exc:
+        return type(exc).__name__
+
+
+def test_pipelined_responses_are_matched_in_order(make_server, make_client):
+    def script(conn, reqs):
+        # All three answers in one write, each a different framing.
+        conn.send(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n/1"
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n/2\r\n0\r\n\r\n"
+            b"HTTP/1.1 204 No Content\r\nContent-Length: 2\r\n\r\n"
+        )
+        scripted([])(conn)
+
+    server = make_server(pipelined_server(script))
+    client = make_client(server.origin, pipelining=3)
+    jobs = spawn_gets(client, ["/1", "/2", "/3"])
+    assert [outcome(j) for j in jobs] == [b"/1", b"/2", b""]
+    assert server.accepted == 1
+    assert [r.target for r in server.requests[:3]] == ["/1", "/2", "/3"]
+
+
+@pytest.mark.parametrize(
+    "answer,error",
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", "SocketError"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", "HTTPParserError"),
+        (b"", "SocketError"),
+    ],
+    ids=["cut-body", "parse-error", "close"],
+)
+def test_a_failure_at_the_head_of_the_pipeline_resends_the_others_once(make_server, make_client, answer, error):
+    def script(conn, reqs):
+        conn.send(answer)
+        conn.close()
+
+    server = make_server(pipelined_server(script))
+    client = make_client(server.origin, pipelining=3)
+    jobs = spawn_gets(client, ["/1", "/2", "/3"])
+    assert [outcome(j) for j in jobs] == [error, b"/2", b"/3"]
+    targets = [r.target for r in server.requests]
+    assert sorted(targets) == ["/1", "/2", "/2", "/3", "/3"]  # each re-sent exactly once
+
+
+def test_a_close_after_the_first_answer_fails_only_the_next_head(make_server, make_client):
+    """REFERENCE §3.6: a close (not announced) with requests in flight fails the
+    head of the pipeline only; the one behind it is re-sent."""
+
+    def script(conn, reqs):
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n/1")
+        conn.close()
+
+    server = make_server(pipelined_server(script))
+    client = make_client(server.origin, pipelining=3)
+    jobs = spawn_gets(client, ["/1", "/2", "/3"])
+    assert [outcome(j) for j in jobs] == [b"/1", "SocketError", b"/3"]
+
+
+def test_a_headers_timeout_at_the_head_resends_the_others(make_server, make_client):
+    def script(conn, reqs):
+        conn.wait_closed()
+
+    server = make_server(pipelined_server(script))
+    client = make_client(server.origin, pipelining=3, headers_timeout=0.2)
+    jobs = spawn_gets(client, ["/1", "/2", "/3"])
+    assert [outcome(j) for j in jobs] == ["HeadersTimeoutError", b"/2", b"/3"]
+
+
+def test_a_non_idempotent_request_waits_for_an_idle_connection_and_is_not_resent(make_server, make_client):
+    """A POST is never written behind others; when the connection it waited for
+    breaks before the POST was written, it goes on the next one, once."""
+    release = gevent.event.Event()
+
+    def handler(conn):
+        if len(conn.server.conns) == 1:
+            conn.read_request()
+            conn.read_request()
+            release.wait(T)
+            conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n/1")
+            conn.close()
+            return
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            conn.respond(req.target.encode() + req.body)
+
+    server = make_server(handler)
+    client = make_client(server.origin, pipelining=4)
+    jobs = spawn_gets(client, ["/1", "/2"])
+    post = gevent.spawn(lambda: client.request(path="/p", method="POST", body=b"!", blocking=False).body.bytes())
+    gevent.sleep(0.05)
+    assert [r.target for r in server.requests] == ["/1", "/2"]  # the POST waits
+    release.set()
+    assert outcome(jobs[0]) == b"/1"
+    assert outcome(jobs[1]) == "SocketError"
+    assert post.get(timeout=T) == b"/p!"
+    assert [r.target for r in server.requests].count("/p") == 1
