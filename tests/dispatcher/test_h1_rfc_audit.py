@@ -645,10 +645,10 @@ def test_expect_continue_final_answer_first_never_sends_the_body(make_server, ma
 # ---------------------------------------------------------------------------
 
 
-def stall_after(data):
+def stall_after(data, read=True):
     def handler(conn):
         if len(conn.server.conns) == 1:
-            conn.read_request()
+            conn.read_request() if read else conn.read_head()
             if data:
                 conn.send(data)
             conn.wait_closed()
@@ -874,3 +874,16 @@ def test_a_non_idempotent_request_waits_for_an_idle_connection_and_is_not_resent
     assert outcome(jobs[1]) == "SocketError"
     assert post.get(timeout=T) == b"/p!"
     assert [r.target for r in server.requests].count("/p") == 1
+
+
+@pytest.mark.parametrize("body", [b"payload", "iterator"])
+def test_headers_timeout_bounds_the_wait_for_100_continue(make_server, make_client, body):
+    """A server that never answers an expect: 100-continue request is bounded by
+    headers_timeout, as any server that never answers."""
+    server = make_server(stall_after(b"", read=False))
+    client = make_client(server.origin, headers_timeout=0.2)
+    if body == "iterator":
+        body = iter([b"pay", b"load"])
+    with gevent.Timeout(T), pytest.raises(errors.HeadersTimeoutError):
+        client.request(path="/up", method="PUT", body=body, expect_continue=True)
+

@@ -306,6 +306,7 @@ class H1Connection:
             if req.expect_continue:
                 # The body goes once 100 Continue arrives; a final answer first cancels it.
                 cont = self._continue = Parker()
+                self._writing_progress(req)  # the server owes an answer: 100 or a final one
                 transport.sendall(head)
                 if not cont.get():
                     self._write_done()
