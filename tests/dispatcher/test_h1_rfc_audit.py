@@ -876,6 +876,25 @@ def test_a_non_idempotent_request_waits_for_an_idle_connection_and_is_not_resent
     assert [r.target for r in server.requests].count("/p") == 1
 
 
+def test_headers_timeout_does_not_fire_while_a_slow_body_source_is_still_being_sent(make_server, make_client):
+    """REFERENCE §3.7: the headers timer fires only if the socket is not still
+    writing (or is write-blocked): a body source slower than headers_timeout,
+    whose every chunk the server takes at once, is not a server that is late."""
+
+    def body():
+        yield b"a"
+        gevent.sleep(0.4)
+        yield b"b"
+        gevent.sleep(0.4)
+        yield b"c"
+
+    server = make_server(scripted([]))
+    client = make_client(server.origin, headers_timeout=0.25)
+    r = client.request(path="/up", method="POST", body=body())
+    assert r.body.bytes() == b"fresh /up"
+    assert server.requests[0].body == b"abc"
+
+
 @pytest.mark.parametrize("body", [b"payload", "iterator"])
 def test_headers_timeout_bounds_the_wait_for_100_continue(make_server, make_client, body):
     """A server that never answers an expect: 100-continue request is bounded by
@@ -887,3 +906,19 @@ def test_headers_timeout_bounds_the_wait_for_100_continue(make_server, make_clie
     with gevent.Timeout(T), pytest.raises(errors.HeadersTimeoutError):
         client.request(path="/up", method="PUT", body=body, expect_continue=True)
 
+
+def test_headers_timeout_runs_once_a_slow_body_source_is_all_sent(make_server, make_client):
+    import time
+
+    def body():
+        yield b"a"
+        gevent.sleep(0.4)
+        yield b"b"
+
+    server = make_server(stall_after(b""))
+    client = make_client(server.origin, headers_timeout=0.25)
+    started = time.monotonic()
+    with gevent.Timeout(T), pytest.raises(errors.HeadersTimeoutError):
+        client.request(path="/up", method="POST", body=body())
+    assert 0.6 < time.monotonic() - started < 2.0
+    assert server.requests[0].body == b"ab"

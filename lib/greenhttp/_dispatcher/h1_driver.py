@@ -338,6 +338,10 @@ class H1Connection:
         written = 0
         chunks = iter(stream.chunks)
         while True:
+            if self._phase == _HEADERS and self.running and self.running[0] is req:
+                # Waiting for the body source is not waiting for the server: the
+                # headers deadline bounds stalled writes only (REFERENCE §3.7).
+                self._deadline.clear()
             try:
                 item = next(chunks, _NO_MORE)
                 if item is _NO_MORE:
@@ -379,9 +383,15 @@ class H1Connection:
         self._writer = None
         if self.destroyed:
             return
-        if self.running and self._phase == _IDLE:
-            self._armed_for = self.running[0]
-            self._arm(_HEADERS, self.running[0])
+        running = self.running
+        if running and (
+            self._phase == _IDLE
+            or (self._phase == _HEADERS and self._deadline.deadline is None and running[0] is not self._final_head_for)
+        ):
+            # Written: its headers_timeout runs from now (it was off while the body
+            # source had nothing to send).
+            self._armed_for = running[0]
+            self._arm(_HEADERS, running[0])
         self.client._resume()
 
     def _fail_write(self, exc: BaseException) -> None:
