@@ -922,3 +922,98 @@ def test_headers_timeout_runs_once_a_slow_body_source_is_all_sent(make_server, m
         client.request(path="/up", method="POST", body=body())
     assert 0.6 < time.monotonic() - started < 2.0
     assert server.requests[0].body == b"ab"
+
+
+# ---------------------------------------------------------------------------
+# connection reuse, continued
+# ---------------------------------------------------------------------------
+
+
+def test_http10_response_with_transfer_encoding_is_not_reused(make_server, make_client):
+    """RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty
+    framing: process it, then close the connection."""
+    server = make_server(
+        scripted([b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"])
+    )
+    client = make_client(server.origin)
+    assert get(client, "/1") == b"ok"
+    assert get(client, "/2") == b"fresh /2"
+    assert server.accepted == 2
+
+
+def test_max_requests_per_client_closes_after_the_last(make_server, make_client):
+    server = make_server(scripted([]))
+    client = make_client(server.origin, max_requests_per_client=2)
+    for i in range(5):
+        assert get(client, f"/{i}") == f"fresh /{i}".encode()
+    assert server.accepted == 3
+    conns = [r.header("connection") for r in server.requests]
+    assert conns == ["keep-alive", "close", "keep-alive", "close", "keep-alive"]
+
+
+def test_a_reset_request_in_a_pipeline_is_the_last_on_its_connection(make_server, make_client):
+    release = gevent.event.Event()
+
+    def handler(conn):
+        if len(conn.server.conns) == 1:
+            reqs = [conn.read_request(), conn.read_request()]
+            release.wait(T)
+            for r in reqs:
+                conn.respond(r.target.encode())
+            conn.wait_closed()
+            return
+        scripted([])(conn)
+
+    server = make_server(handler)
+    client = make_client(server.origin, pipelining=4)
+    j1 = gevent.spawn(get, client, "/1", blocking=False)
+    j2 = gevent.spawn(get, client, "/2", blocking=False, reset=True)
+    j3 = gevent.spawn(get, client, "/3", blocking=False)
+    gevent.sleep(0.05)
+    assert [r.target for r in server.requests] == ["/1", "/2"]
+    assert server.requests[1].header("connection") == "close"
+    release.set()
+    assert [outcome(j) for j in (j1, j2, j3)] == [b"/1", b"/2", b"fresh /3"]
+    assert server.accepted == 2
+
+
+def test_pipelined_heads_with_lengths_have_no_bodies(make_server, make_client):
+    def script(conn, reqs):
+        conn.send(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n"
+        )
+        scripted([])(conn)
+
+    server = make_server(pipelined_server(script))
+    client = make_client(server.origin, pipelining=3)
+    jobs = [gevent.spawn(lambda p=p: client.request(path=p, method="HEAD", reset=False).status_code) for p in ("/1", "/2", "/3")]
+    assert [outcome(j) for j in jobs] == [200, 200, 200]
+    assert get(client, "/4") == b"fresh /4"
+    assert server.accepted == 1
+
+
+def test_a_blocking_request_holds_the_pipeline_until_its_head(make_server, make_client):
+    release = gevent.event.Event()
+    seen = []
+
+    def handler(conn):
+        req = conn.read_request()
+        seen.append(req.target)
+        gevent.sleep(0.05)
+        seen.append(conn.buf)
+        release.wait(T)
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n")
+        gevent.sleep(0.01)
+        conn.send(b"/1")
+        scripted([])(conn)
+
+    server = make_server(handler)
+    client = make_client(server.origin, pipelining=4)
+    j1 = gevent.spawn(get, client, "/1")
+    j2 = gevent.spawn(get, client, "/2")
+    gevent.sleep(0.1)
+    release.set()
+    assert [outcome(j) for j in (j1, j2)] == [b"/1", b"fresh /2"]
+    assert seen == ["/1", b""]

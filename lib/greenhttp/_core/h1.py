@@ -432,6 +432,8 @@ class ResponseParser:
                 raise HTTPParserError(
                     "Transfer-Encoding can't be present with Content-Length", "HPE_UNEXPECTED_CONTENT_LENGTH"
                 )
+            if minor == b"0":
+                keep_alive = False  # §6.1: Transfer-Encoding in HTTP/1.0 is faulty framing: close after
             codings = [p.strip().lower() for v in (te if type(te) is list else [te]) for p in v.split(",")]
             if codings[-1] == "chunked":
                 if codings.count("chunked") > 1:
