@@ -8,6 +8,7 @@ import gevent
 import gevent.event
 import pytest
 
+import greenhttp
 from greenhttp import errors
 
 T = 5.0  # the bound of every wait
@@ -1017,3 +1018,57 @@ def test_a_blocking_request_holds_the_pipeline_until_its_head(make_server, make_
     release.set()
     assert [outcome(j) for j in (j1, j2)] == [b"/1", b"fresh /2"]
     assert seen == ["/1", b""]
+
+
+def closing_first_server():
+    """The first connection reads three requests, answers the first with
+    Connection: close and closes; later ones answer every request."""
+
+    def script(conn, reqs):
+        conn.send(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n/1")
+        conn.close()
+
+    return pipelined_server(script)
+
+
+def test_close_waits_for_the_requests_resent_after_a_closing_response(make_server, make_client):
+    server = make_server(closing_first_server())
+    client = make_client(server.origin, pipelining=3)
+    jobs = spawn_gets(client, ["/1", "/2", "/3"])
+    gevent.sleep(0.02)
+    with gevent.Timeout(T):
+        client.close()
+    assert [outcome(j) for j in jobs] == [b"/1", b"/2", b"/3"]
+    assert client.destroyed
+
+
+def test_a_pool_resends_the_requests_behind_a_closing_response(make_server):
+    server = make_server(closing_first_server())
+    pool = greenhttp.Pool(server.origin, connections=1, pipelining=3)
+    try:
+        jobs = spawn_gets(pool, ["/1", "/2", "/3"])
+        assert [outcome(j) for j in jobs] == [b"/1", b"/2", b"/3"]
+        assert server.accepted == 2
+    finally:
+        with gevent.Timeout(T):
+            pool.destroy()
+
+
+@pytest.mark.parametrize(
+    "content,encoding",
+    [(b"line one\r\nline two\r\n", "utf-8"), ("caf\u00e9\n".encode("latin-1"), "latin-1")],
+    ids=["crlf-newlines", "latin-1"],
+)
+def test_a_text_mode_file_body_is_sent_as_what_it_reads(make_server, make_client, tmp_path, content, encoding):
+    """A text file's size on disk is not the length of what read() returns once
+    decoded (newlines translated, re-encoded as UTF-8): the body must still go
+    out whole, with a length that matches what is sent."""
+    f = tmp_path / "t.txt"
+    f.write_bytes(content)
+    with open(f, encoding=encoding) as fh:
+        expected = fh.read().encode()
+        fh.seek(0)
+        req, _ = recorded(make_server, make_client, method="PUT", body=fh)
+    assert req.body == expected
+    if req.header("content-length") is not None:
+        assert req.header("content-length") == str(len(expected))

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -60,6 +61,8 @@ def _file_chunks(f: Any) -> Iterator[Any]:
 
 
 def _file_length(f: Any) -> int | None:
+    if isinstance(f, io.TextIOBase):
+        return None  # its size on disk is not the length of the decoded text re-encoded
     try:
         st = os.fstat(f.fileno())
         import stat
