@@ -1072,3 +1072,18 @@ def test_a_text_mode_file_body_is_sent_as_what_it_reads(make_server, make_client
     assert req.body == expected
     if req.header("content-length") is not None:
         assert req.header("content-length") == str(len(expected))
+
+
+def test_without_strict_content_length_a_file_body_is_sent_with_its_real_length(make_server, make_client, tmp_path):
+    """docs/client.md, docs/security.md: with strict_content_length=False a
+    declared content-length that disagrees with a body of known length is
+    replaced by the real one."""
+    f = tmp_path / "f.bin"
+    f.write_bytes(b"0123456789")
+    server = make_server(scripted([]))
+    client = make_client(server.origin, strict_content_length=False)
+    for declared in ("5", "20"):
+        with open(f, "rb") as fh:
+            assert get(client, "/f", method="PUT", body=fh, headers={"content-length": declared}) == b"fresh /f"
+        assert server.requests[-1].header_list("content-length") == ["10"]
+        assert server.requests[-1].body == b"0123456789"

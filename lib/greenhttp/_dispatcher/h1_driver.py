@@ -234,7 +234,9 @@ class H1Connection:
                 head += b"content-length: %d\r\n" % len(body)
             elif isinstance(body, StreamBody):
                 stream = body
-                length = req.content_length if req.content_length is not None else body.length
+                # A known length is the real one (a declared one that differs was refused,
+                # or, without strict_content_length, is replaced); else what was declared.
+                length = body.length if body.length is not None else req.content_length
                 if length is None:
                     head += b"transfer-encoding: chunked\r\n"
                 else:
@@ -328,7 +330,7 @@ class H1Connection:
 
     def _write_stream(self, req: Request, head: bytes, stream: StreamBody) -> None:
         transport = self.transport
-        declared = req.content_length if req.content_length is not None else stream.length
+        declared = stream.length if stream.length is not None else req.content_length
         chunked = declared is None
         if stream.used:
             raise RequestContentLengthMismatchError("the request body stream was already used")
