@@ -1087,3 +1087,52 @@ def test_without_strict_content_length_a_file_body_is_sent_with_its_real_length(
             assert get(client, "/f", method="PUT", body=fh, headers={"content-length": declared}) == b"fresh /f"
         assert server.requests[-1].header_list("content-length") == ["10"]
         assert server.requests[-1].body == b"0123456789"
+
+
+def raw_first_connection():
+    """The first connection records everything it reads until the client closes;
+    later ones answer every request."""
+    raw = []
+
+    def handler(conn):
+        if len(conn.server.conns) == 1:
+            conn.wait_closed()
+            raw.append(conn.buf)
+            return
+        scripted([])(conn)
+
+    return handler, raw
+
+
+@pytest.mark.parametrize("chunks", [[b"ab"], [b"abc", b"def"]], ids=["short", "long"])
+def test_an_iterator_body_that_breaks_its_declared_length_never_looks_complete(make_server, make_client, chunks):
+    handler, raw = raw_first_connection()
+    server = make_server(handler)
+    client = make_client(server.origin)
+    with pytest.raises(errors.RequestContentLengthMismatchError):
+        get(client, "/up", method="POST", body=iter(chunks), headers={"content-length": "4"})
+    with gevent.Timeout(T):
+        server.conns[0].eof.wait()
+    head, _, body = raw[0].partition(b"\r\n\r\n")
+    assert b"content-length: 4" in head and b"transfer-encoding" not in head
+    assert len(body) < 4
+    assert get(client, "/next") == b"fresh /next"
+
+
+def test_an_iterator_that_raises_mid_body_never_sends_the_last_chunk(make_server, make_client):
+    class Boom(Exception):
+        pass
+
+    def body():
+        yield b"part"
+        raise Boom("source broke")
+
+    handler, raw = raw_first_connection()
+    server = make_server(handler)
+    client = make_client(server.origin)
+    with pytest.raises(Boom):
+        get(client, "/up", method="POST", body=body())
+    with gevent.Timeout(T):
+        server.conns[0].eof.wait()
+    assert raw[0].endswith(b"\r\n\r\n4\r\npart\r\n")
+    assert get(client, "/next") == b"fresh /next"
