@@ -1136,3 +1136,108 @@ def test_an_iterator_that_raises_mid_body_never_sends_the_last_chunk(make_server
         server.conns[0].eof.wait()
     assert raw[0].endswith(b"\r\n\r\n4\r\npart\r\n")
     assert get(client, "/next") == b"fresh /next"
+
+
+BIG = 300_000
+
+
+@pytest.mark.parametrize("then", ["stall", "close"])
+def test_a_big_body_read_whole_that_stops_fails_with_the_right_error(make_server, make_client, then):
+    def handler(conn):
+        if len(conn.server.conns) == 1:
+            conn.read_request()
+            conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % BIG + b"x" * 100_000)
+            if then == "close":
+                conn.close()
+            else:
+                conn.wait_closed()
+            return
+        scripted([])(conn)
+
+    server = make_server(handler)
+    client = make_client(server.origin, body_timeout=0.2)
+    r = client.request(path="/big")
+    expected = errors.BodyTimeoutError if then == "stall" else errors.SocketError
+    with gevent.Timeout(T), pytest.raises(expected):
+        r.body.bytes()
+    assert get(client, "/next") == b"fresh /next"
+
+
+def test_interim_responses_in_a_pipeline_go_to_their_own_request(make_server, make_client):
+    def script(conn, reqs):
+        conn.send(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n/1"
+            b"HTTP/1.1 103 Early Hints\r\nLink: <two>\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n/2"
+            b"HTTP/1.1 103 Early Hints\r\nLink: <three>\r\n\r\n"
+            b"HTTP/1.1 103 Early Hints\r\nLink: <three-b>\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n/3"
+        )
+        scripted([])(conn)
+
+    server = make_server(pipelined_server(script))
+    client = make_client(server.origin, pipelining=3)
+    infos = {p: [] for p in ("/1", "/2", "/3")}
+    jobs = [
+        gevent.spawn(lambda p=p: client.request(path=p, blocking=False, on_info=infos[p].append).body.bytes())
+        for p in infos
+    ]
+    assert [outcome(j) for j in jobs] == [b"/1", b"/2", b"/3"]
+    assert {p: [i["headers"]["link"] for i in v] for p, v in infos.items()} == {
+        "/1": [],
+        "/2": ["<two>"],
+        "/3": ["<three>", "<three-b>"],
+    }
+
+
+def test_an_abort_behind_a_non_idempotent_request_never_resends_it(make_server, make_client):
+    """RFC 9112 §9.3.1, docs/request-api.md (idempotent): aborting a request
+    pipelined behind a POST closes the connection (HTTP/1.1 can't cancel one
+    response); the POST, written and maybe acted on, must not be sent again."""
+
+    def handler(conn):
+        if len(conn.server.conns) == 1:
+            conn.read_request()
+            conn.read_request()
+            conn.wait_closed()
+            return
+        scripted([])(conn)
+
+    server = make_server(handler)
+    client = make_client(server.origin, pipelining=2)
+    post = gevent.spawn(lambda: client.request(path="/p", method="POST", body=b"!", blocking=False).body.bytes())
+    gevent.sleep(0.02)
+    ac = greenhttp.AbortController()
+    job = gevent.spawn(get, client, "/g", blocking=False, signal=ac.signal)
+    gevent.sleep(0.05)
+    assert [r.target for r in server.requests] == ["/p", "/g"]
+    ac.abort()
+    with pytest.raises(errors.InformationalError):
+        post.get(timeout=T)
+    with pytest.raises(greenhttp.DOMException):
+        job.get(timeout=T)
+    assert [r.target for r in server.requests] == ["/p", "/g"]
+    assert get(client, "/next") == b"fresh /next"
+
+
+def test_an_abort_behind_an_idempotent_request_resends_it(make_server, make_client):
+    def handler(conn):
+        if len(conn.server.conns) == 1:
+            conn.read_request()
+            conn.read_request()
+            conn.wait_closed()
+            return
+        scripted([])(conn)
+
+    server = make_server(handler)
+    client = make_client(server.origin, pipelining=2)
+    first = gevent.spawn(get, client, "/1", blocking=False)
+    gevent.sleep(0.02)
+    ac = greenhttp.AbortController()
+    job = gevent.spawn(get, client, "/g", blocking=False, signal=ac.signal)
+    gevent.sleep(0.05)
+    ac.abort()
+    assert first.get(timeout=T) == b"fresh /1"
+    with pytest.raises(greenhttp.DOMException):
+        job.get(timeout=T)
+    assert [r.target for r in server.requests] == ["/1", "/g", "/1"]

@@ -434,9 +434,19 @@ class ClientCore:
                     rest = running[1:]
                 else:
                     rest = running
-                for req in reversed(rest):
-                    if not req.done:
-                        self._pending.appendleft(req)
+                again = []
+                for req in rest:
+                    if req.done:
+                        continue
+                    if req.idempotent:
+                        again.append(req)
+                    else:
+                        # RFC 9112 §9.3.1: a written request that is not idempotent (the
+                        # head of the pipeline when a request behind it was aborted) may
+                        # have been acted on: it is never re-sent automatically.
+                        req.on_error(err)
+                for req in reversed(again):
+                    self._pending.appendleft(req)
         self.emit("disconnect", self._origin.origin, [self._owner()], err)
         self._resume()
 
