@@ -1241,3 +1241,41 @@ def test_an_abort_behind_an_idempotent_request_resends_it(make_server, make_clie
     with pytest.raises(greenhttp.DOMException):
         job.get(timeout=T)
     assert [r.target for r in server.requests] == ["/1", "/g", "/1"]
+
+
+def test_raw_headers_and_raw_trailers_keep_wire_case_and_order(make_server, make_client):
+    """REFERENCE §3.10: h1 trailers go to on_response_end parsed, and as a raw
+    list on the controller (controller.raw_trailers), as on HTTP/2."""
+    server = make_server(
+        scripted([
+            b"HTTP/1.1 200 OK\r\nX-B: 1\r\nTransfer-Encoding: chunked\r\nx-a: 2\r\nX-B: 3\r\n\r\n"
+            b"2\r\nok\r\n0\r\nX-Sum: 9\r\nx-sum:10\r\n\r\n"
+        ])
+    )
+    client = make_client(server.origin)
+    done = gevent.event.AsyncResult()
+
+    class Handler:
+        def on_response_end(self, controller, trailers):
+            done.set((controller.raw_headers, trailers, controller.raw_trailers))
+
+        def on_response_error(self, controller, err):
+            done.set_exception(err)
+
+    client.dispatch({"path": "/", "method": "GET"}, Handler())
+    raw_headers, trailers, raw_trailers = done.get(timeout=T)
+    assert raw_headers == [b"X-B", b"1", b"Transfer-Encoding", b"chunked", b"x-a", b"2", b"X-B", b"3"]
+    assert trailers == {"x-sum": ["9", "10"]}
+    assert raw_trailers == [b"X-Sum", b"9", b"x-sum", b"10"]
+
+
+@pytest.mark.parametrize(
+    "trailer",
+    [b"X-T: 1\r\n folded\r\n\r\n", b"X-T : 1\r\n\r\n", b"X-T: a\x00b\r\n\r\n", b"X-T: 1\r\r\n\r\n"],
+)
+def test_invalid_trailers_are_refused(make_server, make_client, trailer):
+    server = make_server(scripted([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n" + trailer]))
+    client = make_client(server.origin)
+    with pytest.raises(errors.HTTPParserError):
+        get(client, "/bad")
+    assert get(client, "/next") == b"fresh /next"

@@ -170,6 +170,7 @@ class ResponseParser:
         "_keep_alive",
         "_trailer_bytes",
         "head_bytes",
+        "trailer_block",
         "bytes_read",
         "body_length",
         "_misses",
@@ -191,6 +192,7 @@ class ResponseParser:
         #: size of the last head, body bytes read in the current message, and its
         #: Content-Length (-1: none, or the body is chunked or runs until EOF)
         self.head_bytes = 0
+        self.trailer_block = b""  # the last trailer section's field lines, as received
         self.bytes_read = 0
         self.body_length = -1
         self._misses = 0  # heads in a row not found in the head cache
@@ -338,7 +340,8 @@ class ResponseParser:
                         break
                     if end + 4 - pos > self.max_header_size:
                         raise HeadersOverflowError()
-                    trailers = parse_header_block(buf[pos : end + 2])
+                    block = self.trailer_block = buf[pos : end + 2]
+                    trailers = parse_header_block(block)
                     pos = end + 4
                     self._state = _HEAD
                     if self.sink.on_complete(trailers):

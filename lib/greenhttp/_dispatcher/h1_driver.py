@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _debug
 from .._core.body import StreamBody, to_bytes_chunk
 from .._core.h1 import ResponseParser
+from .._core.headers import raw_header_list
 from .._core.request import EXPECTS_PAYLOAD, REQUEST_DONE, WHOLE_RESPONSE_TAKERS, Request
 from .._net.connector import socket_failure, socket_info
 from .._net.stream import Transport, UpgradedSocket
@@ -561,8 +562,10 @@ class H1Connection:
     def on_complete(self, trailers: dict[str, Any] | None) -> bool:
         running = self.running
         req = running.popleft()
-        if trailers and _DEBUG_MAYBE() and _DEBUG():
-            _debug.core.debug("trailers received from %s %s%s", req.method, self.client._origin.origin, req.path)
+        if trailers:
+            req.raw_trailers = raw_header_list(b"\r\n" + self.parser.trailer_block)  # (a line before: no status line)
+            if _DEBUG_MAYBE() and _DEBUG():
+                _debug.core.debug("trailers received from %s %s%s", req.method, self.client._origin.origin, req.path)
         req.on_complete(trailers)
         return self._next_response()
 
