@@ -1279,3 +1279,34 @@ def test_invalid_trailers_are_refused(make_server, make_client, trailer):
     with pytest.raises(errors.HTTPParserError):
         get(client, "/bad")
     assert get(client, "/next") == b"fresh /next"
+
+
+@pytest.mark.parametrize("kind", ["client", "pool"])
+def test_headers_timeout_does_not_count_the_time_spent_queued(make_server, make_client, kind):
+    """docs/client.md: headers_timeout is counted from when the request has
+    been written, not from when it was queued behind a slow one."""
+
+    def handler(conn):
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            if req.target == "/slow":
+                gevent.sleep(0.4)
+            conn.respond(req.target.encode())
+
+    server = make_server(handler)
+    if kind == "pool":
+        client = greenhttp.Pool(server.origin, connections=1, headers_timeout=0.25)
+    else:
+        client = make_client(server.origin, headers_timeout=0.25)
+    try:
+        slow = gevent.spawn(get, client, "/slow", headers_timeout=1.0)
+        gevent.sleep(0.01)
+        fast = gevent.spawn(get, client, "/fast")
+        assert outcome(slow) == b"/slow"
+        assert outcome(fast) == b"/fast"
+    finally:
+        if kind == "pool":
+            with gevent.Timeout(T):
+                client.destroy()
