@@ -1310,3 +1310,56 @@ def test_headers_timeout_does_not_count_the_time_spent_queued(make_server, make_
         if kind == "pool":
             with gevent.Timeout(T):
                 client.destroy()
+
+
+def test_an_abort_behind_a_response_mid_body_never_delivers_it_twice(make_server, make_client):
+    """The guard's contract (one response per request) and "nothing delivered
+    twice": the request whose response was being read when a request behind
+    it was aborted fails; it is not re-sent to start a second response."""
+
+    def handler(conn):
+        if len(conn.server.conns) == 1:
+            conn.read_request()
+            conn.read_request()
+            conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+            conn.wait_closed()
+            return
+        scripted([])(conn)
+
+    server = make_server(handler)
+    client = make_client(server.origin, pipelining=2)
+    events = []
+    ended = gevent.event.Event()
+
+    class Recorder:
+        def on_request_start(self, controller, context):
+            events.append("start")
+
+        def on_response_start(self, controller, status, headers, message):
+            events.append(status)
+
+        def on_response_data(self, controller, chunk):
+            events.append(chunk)
+
+        def on_response_end(self, controller, trailers):
+            events.append("end")
+            ended.set()
+
+        def on_response_error(self, controller, err):
+            events.append(type(err).__name__)
+            ended.set()
+
+    client.dispatch({"path": "/1", "method": "GET", "blocking": False}, Recorder())
+    wait = gevent.event.Event()
+    gevent.spawn_later(0.05, wait.set)
+    ac = greenhttp.AbortController()
+    job = gevent.spawn(get, client, "/g", blocking=False, signal=ac.signal)
+    wait.wait(T)
+    assert [r.target for r in server.requests] == ["/1", "/g"]
+    ac.abort()
+    assert ended.wait(T)
+    with pytest.raises(greenhttp.DOMException):
+        job.get(timeout=T)
+    assert events == ["start", 200, b"abc", "InformationalError"]
+    assert get(client, "/next") == b"fresh /next"
+    assert [r.target for r in server.requests] == ["/1", "/g", "/next"]

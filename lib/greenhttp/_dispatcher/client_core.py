@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _debug
 from .._core.options import ClientOptions
-from .._core.request import Request, refuse
+from .._core.request import RESPONSE_STARTED, Request, refuse
 from .._core.url import Origin
 from .._runtime import GreenletExit, Parker, getcurrent, spawn, spawn_reader
 from ..errors import (
@@ -438,12 +438,13 @@ class ClientCore:
                 for req in rest:
                     if req.done:
                         continue
-                    if req.idempotent:
+                    if req.idempotent and req.state != RESPONSE_STARTED:
                         again.append(req)
                     else:
-                        # RFC 9112 §9.3.1: a written request that is not idempotent (the
-                        # head of the pipeline when a request behind it was aborted) may
-                        # have been acted on: it is never re-sent automatically.
+                        # The head of the pipeline when a request behind it was aborted:
+                        # one not idempotent may have been acted on (RFC 9112 §9.3.1), and
+                        # one whose response had begun can't begin again (its handler
+                        # would get a second response): neither is re-sent.
                         req.on_error(err)
                 for req in reversed(again):
                     self._pending.appendleft(req)
