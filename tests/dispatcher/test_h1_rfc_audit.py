@@ -1363,3 +1363,15 @@ def test_an_abort_behind_a_response_mid_body_never_delivers_it_twice(make_server
     assert events == ["start", 200, b"abc", "InformationalError"]
     assert get(client, "/next") == b"fresh /next"
     assert [r.target for r in server.requests] == ["/1", "/g", "/next"]
+
+
+def test_a_body_timeout_at_the_head_resends_the_others(make_server, make_client):
+    def script(conn, reqs):
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+        conn.wait_closed()
+
+    server = make_server(pipelined_server(script))
+    client = make_client(server.origin, pipelining=3, body_timeout=0.2)
+    jobs = spawn_gets(client, ["/1", "/2", "/3"])
+    assert [outcome(j) for j in jobs] == ["BodyTimeoutError", b"/2", b"/3"]
+    assert sorted(r.target for r in server.requests) == ["/1", "/2", "/2", "/3", "/3"]
