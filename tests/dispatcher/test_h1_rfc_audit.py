@@ -1375,3 +1375,32 @@ def test_a_body_timeout_at_the_head_resends_the_others(make_server, make_client)
     jobs = spawn_gets(client, ["/1", "/2", "/3"])
     assert [outcome(j) for j in jobs] == ["BodyTimeoutError", b"/2", b"/3"]
     assert sorted(r.target for r in server.requests) == ["/1", "/2", "/2", "/3", "/3"]
+
+
+def test_body_timeout_governs_a_response_body_that_stalls_while_the_upload_goes_on(make_server, make_client):
+    """Once the final head has arrived, the wait is for body: a response body
+    that stalls fails with BodyTimeoutError after body_timeout, even while the
+    request body is still being sent (the upload must not re-arm the headers
+    timer of a request whose head is in)."""
+    import time
+
+    def body():
+        for _ in range(6):
+            gevent.sleep(0.05)
+            yield b"x"
+
+    def handler(conn):
+        if len(conn.server.conns) == 1:
+            conn.read_head()
+            conn.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n")
+            conn.wait_closed()
+            return
+        scripted([])(conn)
+
+    server = make_server(handler)
+    client = make_client(server.origin, headers_timeout=3, body_timeout=0.2)
+    started = time.monotonic()
+    r = client.request(path="/duplex", method="POST", body=body())
+    with gevent.Timeout(T), pytest.raises(errors.BodyTimeoutError):
+        r.body.bytes()
+    assert time.monotonic() - started < 1.5

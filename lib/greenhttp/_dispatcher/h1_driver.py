@@ -376,8 +376,9 @@ class H1Connection:
 
     def _writing_progress(self, req: Request) -> None:
         """While a body is written, headers_timeout bounds each stalled write:
-        a server that never reads can't hold the request forever."""
-        if self.running and self.running[0] is req:
+        a server that never reads can't hold the request forever. (Once its final
+        head is in, body_timeout, armed by the reader, bounds the wait instead.)"""
+        if self.running and self.running[0] is req and self._final_head_for is not req:
             self._armed_for = req
             self._arm(_HEADERS, req)
 
