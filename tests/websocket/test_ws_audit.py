@@ -1,0 +1,156 @@
+"""Audit of the WebSocket client against RFC 6455, RFC 7692 and the WHATWG shape."""
+
+from __future__ import annotations
+
+import gevent
+import pytest
+from wsutil import close_frame, failed_with, frame, run
+
+from greenhttp import DOMException, WebSocket, WebSocketError, WebSocketStream
+from greenhttp._websocket import stream as stream_module
+
+
+@pytest.fixture(autouse=True)
+def warned(monkeypatch):
+    monkeypatch.setattr(stream_module, "_warned", True)
+
+
+# -- frames ---------------------------------------------------------------------------------
+
+
+def test_utf8_sequence_split_across_fragments_is_delivered(ws_server, record):
+    text = "h\u00e9llo \u20ac \U0001f600"
+    raw = text.encode("utf-8")
+    # Cut inside the 2-, 3- and 4-byte sequences; a ping sits between two fragments.
+    cuts = [2, 9, 12]
+    parts = [raw[: cuts[0]], raw[cuts[0] : cuts[1]], raw[cuts[1] : cuts[2]], raw[cuts[2] :]]
+    frames = [frame(1, parts[0], fin=False), frame(9, b"p")]
+    frames += [frame(0, p, fin=False) for p in parts[1:-1]] + [frame(0, parts[-1])]
+    rec, sent = run(ws_server, record, frames + [close_frame(1000)])
+    assert rec.messages == [text]
+    assert [f.opcode for f in sent] == [0xA, 8]
+    assert sent[0].payload == b"p"
+    close = rec.events[-1]
+    assert (close.code, close.was_clean) == (1000, True)
+
+
+def test_truncated_utf8_at_the_end_of_a_fragmented_text_fails_with_1007(ws_server, record):
+    frames = [frame(1, b"ok\xe2", fin=False), frame(0, b"\x82")]  # 3-byte sequence cut short
+    rec, sent = run(ws_server, record, frames)
+    failed_with(rec, sent, 1007)
+    assert rec.messages == []
+
+
+def test_a_large_binary_frame_arriving_in_pieces_is_bytes(ws_server, record):
+    payload = bytes(range(256)) * 1024  # 256 KiB: several reads of the socket
+    rec, _ = run(
+        ws_server, record, [frame(2, payload), close_frame(1000)], binary_type="arraybuffer"
+    )
+    [data] = rec.messages
+    assert type(data) is bytes and data == payload
+
+
+def test_invalid_utf8_in_the_close_reason_fails_with_1007(ws_server, record):
+    rec, sent = run(ws_server, record, [close_frame(1000, b"bad \xff")])
+    failed_with(rec, sent, 1007)
+
+
+@pytest.mark.parametrize("code", [1004, 1005, 1006, 1015, 1016, 2999, 5000, 0xFFFF])
+def test_reserved_or_unassigned_close_codes_received_fail_with_1002(ws_server, record, code):
+    rec, sent = run(ws_server, record, [close_frame(code)])
+    failed_with(rec, sent, 1002)
+
+
+def test_server_close_with_reason_gives_the_close_event_fields(ws_server, record):
+    rec, sent = run(ws_server, record, [frame(1, b"m"), close_frame(4001, "bye \u00e9".encode())])
+    assert rec.types == ["open", "message", "close"]
+    close = rec.events[-1]
+    assert (close.code, close.reason, close.was_clean) == (4001, "bye \u00e9", True)
+    assert [(f.opcode, f.close_code) for f in sent] == [(8, 4001)]
+
+
+def test_no_pong_and_no_message_after_the_client_sent_its_close(ws_server, record):
+    got = []
+
+    def script(peer):
+        f = peer.expect_close()
+        got.append(f.close_code)
+        peer.send(frame(9, b"late ping") + frame(1, b"late text") + close_frame(3000))
+        try:
+            got.append(peer.read_frame(timeout=0.3))  # the client waits for our FIN
+        except gevent.Timeout:
+            got.append("silent")
+        peer.conn.close()
+
+    server = ws_server(script)
+    ws = WebSocket(server.url())
+    rec = record(ws)
+    rec.wait_open()
+    ws.close(3000, "r")
+    assert ws.ready_state == WebSocket.CLOSING
+    close = rec.wait_closed()
+    assert got == [3000, "silent"]  # nothing after the close frame: no pong
+    assert rec.types == ["open", "close"]
+    assert (close.code, close.was_clean) == (3000, True)
+    assert server.errors == []
+
+
+def test_ready_state_is_closed_in_the_error_and_close_listeners(ws_server, record):
+    states = []
+    server = ws_server(lambda peer: peer.send(frame(1, b"x", mask=b"abcd")) or peer.wait_eof())
+    ws = WebSocket(server.url())
+    ws.onerror = lambda ev: states.append(("error", ws.ready_state))
+    ws.onclose = lambda ev: states.append(("close", ws.ready_state))
+    rec = record(ws)
+    rec.wait_closed()
+    assert states == [("error", WebSocket.CLOSED), ("close", WebSocket.CLOSED)]
+    assert rec.events[-2].error.close_code == 1002
+
+
+# -- close() arguments -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "name"),
+    [(999, "InvalidAccessError"), (1001, "InvalidAccessError"), (2999, "InvalidAccessError"),
+     (5000, "InvalidAccessError"), (-1, "InvalidAccessError"), (70000, "InvalidAccessError"),
+     (float("nan"), "InvalidAccessError")],
+)
+def test_close_code_outside_the_allowed_ranges_raises(ws_server, record, code, name):
+    server = ws_server()
+    ws = WebSocket(server.url())
+    rec = record(ws)
+    rec.wait_open()
+    with pytest.raises(DOMException) as info:
+        ws.close(code)
+    assert info.value.name == name
+    with pytest.raises(DOMException) as info:
+        ws.close(1000, "\u00e9" * 62)  # 124 UTF-8 bytes
+    assert info.value.name == "SyntaxError"
+    assert ws.ready_state == WebSocket.OPEN  # nothing was started
+    ws.close(1000, "\u00e9" * 61 + "x")  # 123 bytes: fine
+    assert rec.wait_closed().was_clean
+
+
+# -- WebSocketStream ------------------------------------------------------------------------
+
+
+def _echo_close(captured):
+    def script(peer):
+        f = peer.expect_close()
+        captured.append((f.close_code, f.close_reason))
+        peer.send(frame(8, f.payload[:2]))
+        peer.conn.close()
+
+    return script
+
+
+def test_stream_abort_with_a_websocket_error_sends_its_code_and_reason(ws_server):
+    captured: list = []
+    server = ws_server(_echo_close(captured))
+    s = WebSocketStream(server.url())
+    opened = s.opened.get(timeout=5)
+    opened.writable.abort(WebSocketError("x", {"close_code": 4321, "reason": "why"}))
+    info = s.closed.get(timeout=5)
+    assert captured == [(4321, b"why")]
+    assert info.close_code == 4321
