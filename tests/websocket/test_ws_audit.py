@@ -145,6 +145,38 @@ def _echo_close(captured):
     return script
 
 
+def _failed_stream_error(ws_server):
+    """A WebSocketError the library made for a failed connection (close_code 1006)."""
+    server = ws_server(lambda peer: peer.conn.close())
+    s = WebSocketStream(server.url())
+    s.opened.get(timeout=5)
+    with pytest.raises(WebSocketError) as info:
+        s.closed.get(timeout=5)
+    assert info.value.close_code == 1006
+    return info.value
+
+
+@pytest.mark.parametrize("how", ["abort", "cancel"])
+def test_a_stream_never_sends_close_code_1006(ws_server, how):
+    err = _failed_stream_error(ws_server)
+    captured: list = []
+    server = ws_server(_echo_close(captured))
+    s = WebSocketStream(server.url())
+    opened = s.opened.get(timeout=5)
+    if how == "abort":
+        opened.writable.abort(err)
+    else:
+        opened.readable.cancel(err)
+    with gevent.Timeout(5):
+        try:
+            s.closed.get()
+        except WebSocketError:
+            pass
+    assert len(captured) == 1
+    assert captured[0][0] not in (1005, 1006, 1015)
+    assert server.errors == []
+
+
 def test_stream_abort_with_a_websocket_error_sends_its_code_and_reason(ws_server):
     captured: list = []
     server = ws_server(_echo_close(captured))

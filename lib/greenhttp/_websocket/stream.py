@@ -19,7 +19,7 @@ from .._runtime import AsyncResult
 from .._runtime import Event as _Flag
 from ..errors import DOMException, ExperimentalWarning, WebSocketError
 from .handshake import parse_protocols, parse_url
-from .transport import OPEN, Session
+from .transport import OPEN, Session, valid_close_code
 from .websocket import check_close, resolve_dispatcher, to_bytes
 
 __all__ = [
@@ -241,8 +241,11 @@ class WebSocketStream:
         self._close(code, reason)
 
     def _close_with(self, reason: Any) -> None:
-        if isinstance(reason, WebSocketError):
-            self._close(reason.close_code, reason.reason if reason.close_code is not None else "")
+        # The library's own errors carry codes a peer may not send (1006 for a lost
+        # connection; RFC 6455 §7.4.1): such a code is dropped, like its reason.
+        code = reason.close_code if isinstance(reason, WebSocketError) else None
+        if code is not None and valid_close_code(code):
+            self._close(code, reason.reason)
         else:
             self._close(None, "")
 
