@@ -382,11 +382,13 @@ class WebSocketError(DOMException):
                 raise DOMException(
                     f"close_code must be 1000 or in 3000-4999, got {code!r}", "InvalidAccessError"
                 )
-        if len(reason.encode("utf-8")) > 123:
-            raise DOMException(
-                f"reason must be at most 123 UTF-8 bytes, got {len(reason.encode('utf-8'))}",
-                "SyntaxError",
-            )
+        try:
+            size = len(reason.encode("utf-8"))
+        except UnicodeEncodeError:  # a USVString: lone surrogates become U+FFFD
+            reason = reason.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+            size = len(reason.encode("utf-8"))
+        if size > 123:
+            raise DOMException(f"reason must be at most 123 UTF-8 bytes, got {size}", "SyntaxError")
         if code is None and reason:
             code = 1000
         self.close_code: int | None = code

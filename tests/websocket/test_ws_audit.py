@@ -186,3 +186,12 @@ def test_stream_abort_with_a_websocket_error_sends_its_code_and_reason(ws_server
     info = s.closed.get(timeout=5)
     assert captured == [(4321, b"why")]
     assert info.close_code == 4321
+
+
+# -- WebSocketError ----------------------------------------------------------------------------
+
+
+def test_websocket_error_reason_is_a_usv_string():
+    err = WebSocketError("m", {"close_code": 4000, "reason": "a\ud800b"})
+    assert err.reason == "a\ufffdb"
+    assert err.close_code == 4000
