@@ -195,3 +195,44 @@ def test_websocket_error_reason_is_a_usv_string():
     err = WebSocketError("m", {"close_code": 4000, "reason": "a\ud800b"})
     assert err.reason == "a\ufffdb"
     assert err.close_code == 4000
+
+
+def test_aborting_the_signal_after_open_changes_nothing(ws_server):
+    def script(peer):
+        while True:
+            f = peer.read_frame()
+            if f is None:
+                return
+            if f.opcode == 8:
+                peer.send(frame(8, f.payload))
+                peer.conn.close()
+                return
+            peer.send(frame(f.opcode, f.payload))
+
+    from greenhttp import AbortController
+
+    server = ws_server(script)
+    ctrl = AbortController()
+    s = WebSocketStream(server.url(), signal=ctrl.signal)
+    opened = s.opened.get(timeout=5)
+    ctrl.abort()
+    gevent.sleep(0.01)
+    opened.writable.write("still open")
+    with gevent.Timeout(5):
+        assert opened.readable.read() == "still open"
+    s.close({"close_code": 1000})
+    assert s.closed.get(timeout=5).close_code == 1000
+
+
+def test_server_that_closes_tcp_right_after_its_close_frame_is_a_clean_close(ws_server, record):
+    def script(peer):
+        peer.send(close_frame(1001, b"going"))
+        peer.conn.close()
+
+    server = ws_server(script)
+    ws = WebSocket(server.url())
+    rec = record(ws)
+    close = rec.wait_closed()
+    assert rec.types == ["open", "close"]
+    assert (close.code, close.reason, close.was_clean) == (1001, "going", True)
+
