@@ -365,9 +365,11 @@ class WebSocketError(DOMException):
         super().__init__(message, "WebSocketError")
         init = dict(init or {})
         code = init.get("close_code")
-        reason = init.get("reason") or ""
-        if not isinstance(reason, str):
-            raise DOMException(f"reason must be a string, got {reason!r}", "SyntaxError")
+        reason = init.get("reason")
+        if reason is None:
+            reason = ""
+        elif not isinstance(reason, str):  # as close() (check_close)
+            raise TypeError(f"reason must be a string, got {reason!r}")
         if code is not None:
             # WebIDL [EnforceRange] unsigned short: a finite number in 0-65535, else TypeError.
             if (

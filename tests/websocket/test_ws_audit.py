@@ -236,3 +236,16 @@ def test_server_that_closes_tcp_right_after_its_close_frame_is_a_clean_close(ws_
     assert rec.types == ["open", "close"]
     assert (close.code, close.reason, close.was_clean) == (1001, "going", True)
 
+
+@pytest.mark.parametrize("reason", [5, 0, b"bytes", []])
+def test_websocket_error_checks_the_reason_like_close(ws_server, record, reason):
+    with pytest.raises(TypeError):
+        WebSocketError("m", {"close_code": 4000, "reason": reason})
+    server = ws_server()
+    ws = WebSocket(server.url())
+    rec = record(ws)
+    rec.wait_open()
+    with pytest.raises(TypeError):
+        ws.close(4000, reason)
+    ws.close()
+    rec.wait_closed()
