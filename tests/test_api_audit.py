@@ -193,3 +193,19 @@ def test_error_classes_and_warning():
     assert caught[0].message.code == "GREENHTTP-WSS"
     for name in ("greenhttp", "greenhttp.fetch", "greenhttp.websocket"):
         assert logging.getLogger(name).name == name
+
+
+def test_websocket_stream_promises_are_async_results(monkeypatch):
+    import gevent.event
+
+    from greenhttp._websocket import stream as stream_module
+
+    monkeypatch.setattr(stream_module, "_warned", True)
+    s = greenhttp.WebSocketStream("ws://127.0.0.1:1/")  # nothing listens: it never opens
+    assert isinstance(s.opened, gevent.event.AsyncResult)
+    assert isinstance(s.closed, gevent.event.AsyncResult)
+    linked = gevent.event.Event()
+    s.closed.rawlink(lambda result: linked.set())
+    with pytest.raises(greenhttp.WebSocketError, match="never opened"):
+        s.opened.get(timeout=5)
+    assert linked.wait(5) and s.closed.ready()
