@@ -209,3 +209,22 @@ def test_websocket_stream_promises_are_async_results(monkeypatch):
     with pytest.raises(greenhttp.WebSocketError, match="never opened"):
         s.opened.get(timeout=5)
     assert linked.wait(5) and s.closed.ready()
+
+
+def test_retry_and_store_defaults_in_seconds_and_bytes():
+    from greenhttp._core.retry import RetryOptions
+
+    o = RetryOptions()
+    assert (o.max_retries, o.min_timeout, o.max_timeout, o.timeout_factor) == (5, 0.5, 30.0, 2.0)
+    assert o.retry_after is True and o.throw_on_error is True
+    assert o.methods == {"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE", "QUERY"}
+    assert o.status_codes == {500, 502, 503, 504, 429}
+    assert o.error_codes == {
+        "ECONNRESET", "ECONNREFUSED", "ENOTFOUND", "ENETDOWN", "ENETUNREACH", "EHOSTDOWN",
+        "EHOSTUNREACH", "EPIPE", "GH_ERR_SOCKET",
+    }
+    assert _defaults(interceptors.dump) == {"max_size": 1048576}
+    assert _defaults(interceptors.deduplicate)["max_buffer_size"] == 5 * 1024 * 1024
+    assert _defaults(cache_stores.MemoryCacheStore) == {
+        "max_count": 1024, "max_size": 104857600, "max_entry_size": 5242880,
+    }
