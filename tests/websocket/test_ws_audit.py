@@ -249,3 +249,33 @@ def test_websocket_error_checks_the_reason_like_close(ws_server, record, reason)
         ws.close(4000, reason)
     ws.close()
     rec.wait_closed()
+
+
+# -- subprotocol negotiation ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("offered", "chosen", "ok"),
+    [
+        (["chat", "superchat"], "superchat", True),
+        (["chat"], " chat ", True),  # optional whitespace around the value
+        (["chat"], "CHAT", False),  # not the offered token
+        (["chat", "superchat"], "chat, superchat", False),  # the server must choose one
+        ([], "chat", False),
+        (["chat"], "", False),
+    ],
+)
+def test_the_server_must_choose_one_offered_subprotocol(ws_server, record, offered, chosen, ok):
+    server = ws_server(protocol=chosen)
+    ws = WebSocket(server.url(), offered)
+    rec = record(ws)
+    if ok:
+        rec.wait_open()
+        assert ws.protocol == chosen.strip()
+        ws.close()
+        assert rec.wait_closed().was_clean
+    else:
+        close = rec.wait_closed()
+        assert rec.types == ["error", "close"]
+        assert (close.code, close.was_clean) == (1006, False)
+        assert ws.protocol == ""
