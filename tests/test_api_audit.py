@@ -228,3 +228,19 @@ def test_retry_and_store_defaults_in_seconds_and_bytes():
     assert _defaults(cache_stores.MemoryCacheStore) == {
         "max_count": 1024, "max_size": 104857600, "max_entry_size": 5242880,
     }
+
+
+@pytest.mark.parametrize("seconds", [-1, -0.5, float("nan"), float("inf"), "1", None, True])
+def test_abort_signal_timeout_refuses_what_is_not_seconds(seconds):
+    with pytest.raises(TypeError):
+        greenhttp.AbortSignal.timeout(seconds)
+
+
+def test_abort_signal_timeout_zero_aborts_at_once():
+    import gevent
+
+    s = greenhttp.AbortSignal.timeout(0)
+    with gevent.Timeout(2):
+        while not s.aborted:
+            gevent.sleep(0.001)
+    assert s.reason.name == "TimeoutError"

@@ -7,6 +7,7 @@ Greenlet-safe; nothing here blocks.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -90,7 +91,17 @@ class AbortSignal:
 
     @classmethod
     def timeout(cls, seconds: float) -> AbortSignal:
-        """A signal that aborts with a ``TimeoutError`` DOMException after ``seconds``."""
+        """A signal that aborts with a ``TimeoutError`` DOMException after ``seconds``.
+
+        ``seconds`` is a finite number >= 0, else ``TypeError`` (WebIDL
+        ``[EnforceRange]``): NaN or infinity would make a signal that never aborts."""
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not math.isfinite(seconds)
+            or seconds < 0
+        ):
+            raise TypeError(f"seconds must be a finite number >= 0, got {seconds!r}")
         signal = cls()
         signal._timer = _runtime.start_timer(
             seconds, signal._abort, DOMException("The operation timed out.", "TimeoutError")
