@@ -279,3 +279,13 @@ def test_the_server_must_choose_one_offered_subprotocol(ws_server, record, offer
         assert rec.types == ["error", "close"]
         assert (close.code, close.was_clean) == (1006, False)
         assert ws.protocol == ""
+
+
+@pytest.mark.parametrize("signal", [5, "abort", object()])
+def test_a_stream_with_a_signal_that_is_not_one_raises_at_construction(ws_server, signal):
+    server = ws_server()
+    with pytest.raises(TypeError, match="signal"):
+        WebSocketStream(server.url(), signal=signal)
+    with pytest.raises(TypeError, match="signal"):
+        WebSocketStream(server.url(), {"signal": signal})
+    assert server.peers == []  # nothing was attempted

@@ -205,6 +205,10 @@ class WebSocketStream:
             protocols = protocols.get("protocols")
         target = parse_url(url)
         names = parse_protocols(protocols)
+        if signal is not None and not (
+            hasattr(signal, "add_event_listener") or hasattr(signal, "on")
+        ):  # raised here, as a bad URL is, not as a connection that never opened
+            raise TypeError(f"signal must be an AbortSignal, got {signal!r}")
         self._target = target
         self._signal = signal
         self.opened: Any = AsyncResult()  # (gevent has no type hints)
