@@ -350,6 +350,11 @@ class DOMException(GreenHTTPError):
         return (self.__class__, (self.message, self.name))
 
 
+def usv(text: str) -> str:
+    """``text`` as a WebIDL USVString: lone surrogates become U+FFFD."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 class WebSocketError(DOMException):
     """A WebSocket closed abnormally, or a close to perform: ``close_code`` and ``reason``.
 
@@ -384,11 +389,8 @@ class WebSocketError(DOMException):
                 raise DOMException(
                     f"close_code must be 1000 or in 3000-4999, got {code!r}", "InvalidAccessError"
                 )
-        try:
-            size = len(reason.encode("utf-8"))
-        except UnicodeEncodeError:  # a USVString: lone surrogates become U+FFFD
-            reason = reason.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-            size = len(reason.encode("utf-8"))
+        reason = usv(reason)
+        size = len(reason.encode("utf-8"))
         if size > 123:
             raise DOMException(f"reason must be at most 123 UTF-8 bytes, got {size}", "SyntaxError")
         if code is None and reason:

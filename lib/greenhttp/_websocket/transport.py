@@ -53,7 +53,7 @@ from .._abort import AbortController
 from .._api.request import bind_signal
 from .._net.stream import Transport, UpgradedSocket
 from .._runtime import Parker, getcurrent, kill, spawn, start_timer
-from ..errors import MessageSizeExceededError, WebSocketError
+from ..errors import MessageSizeExceededError, WebSocketError, usv
 from . import handshake
 from .handshake import InboundPolicy, Negotiated, Target, limits_of
 
@@ -65,7 +65,6 @@ __all__ = [
     "CLOSED",
     "encode_frame",
     "valid_close_code",
-    "usv",
 ]
 
 CONNECTING, OPEN, CLOSING, CLOSED = 0, 1, 2, 3
@@ -596,11 +595,6 @@ class Session:
     def _log_error(error: BaseException) -> None:
         if _debug.enabled(_debug.websocket):
             _debug.websocket.debug("connection errored - %s", error)
-
-
-def usv(text: str) -> str:
-    """``text`` as a WebIDL USVString: lone surrogates become U+FFFD."""
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _failure(

@@ -17,10 +17,10 @@ from .. import _debug
 from .._core.blob import Blob
 from .._core.headers import header_pairs
 from .._event_target import Event, EventTarget
-from ..errors import DOMException, InvalidArgumentError
+from ..errors import DOMException, InvalidArgumentError, usv
 from .events import CloseEvent, ErrorEvent, MessageEvent
 from .handshake import Target, parse_protocols, parse_url
-from .transport import CLOSED, CLOSING, CONNECTING, OPEN, Session, usv
+from .transport import CLOSED, CLOSING, CONNECTING, OPEN, Session
 
 __all__ = ["WebSocket", "ping", "resolve_dispatcher", "check_close", "to_bytes"]
 
