@@ -1,0 +1,456 @@
+"""Audit: lifecycle of Client, Pool and Agent (close/destroy, events, stats, blocking calls)."""
+
+from __future__ import annotations
+
+import socket
+
+import gevent
+import gevent.event
+import pytest
+
+import greenhttp
+from greenhttp import errors
+from testkit import serve_forever, wait_for
+
+
+class Rec:
+    """A handler recording every callback it gets."""
+
+    def __init__(self, on_end=None):
+        self.calls: list[str] = []
+        self.errors: list[BaseException] = []
+        self.body = b""
+        self.done = gevent.event.Event()
+        self._on_end = on_end
+
+    def on_request_start(self, controller, context):
+        self.calls.append("start")
+
+    def on_response_start(self, controller, status_code, headers, status_message):
+        self.calls.append("response")
+
+    def on_response_data(self, controller, chunk):
+        self.body += chunk
+
+    def on_response_end(self, controller, trailers):
+        self.calls.append("end")
+        if self._on_end is not None:
+            self._on_end()
+        self.done.set()
+
+    def on_response_error(self, controller, err):
+        self.calls.append("error")
+        self.errors.append(err)
+        self.done.set()
+
+
+class Held:
+    """A server handler answering only once ``release`` is set (then every request)."""
+
+    def __init__(self):
+        self.release = gevent.event.Event()
+        self.seen: list[str] = []
+
+    def __call__(self, conn):
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            self.seen.append(req.target)
+            self.release.wait(5)
+            conn.respond(req.target.encode())
+
+
+def refused_origin() -> str:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"http://127.0.0.1:{port}"
+
+
+# -- Client: close/destroy with work queued and in flight --------------------------------
+
+
+def test_client_close_lets_queued_and_running_finish_and_counts_stay_exact(make_server, make_client):
+    held = Held()
+    server = make_server(held)
+    client = make_client(server.origin, pipelining=1)
+    recs = [Rec() for _ in range(3)]
+    for i, r in enumerate(recs):
+        client.dispatch({"path": f"/{i}", "method": "GET"}, r)
+    wait_for(lambda: held.seen == ["/0"], what="first request on the wire")
+    assert client.stats == (True, 2, 1, 3)
+    assert client.busy
+    closer = gevent.spawn(client.close)
+    wait_for(lambda: client.closed, what="closed")
+    assert not client.destroyed
+    bad = Rec()
+    assert client.dispatch({"path": "/late", "method": "GET"}, bad) is False
+    assert len(bad.errors) == 1 and isinstance(bad.errors[0], errors.ClientClosedError)
+    held.release.set()
+    with gevent.Timeout(5):
+        closer.get()
+    assert [r.body for r in recs] == [b"/0", b"/1", b"/2"]
+    assert all(r.calls == ["start", "response", "end"] for r in recs)
+    assert client.destroyed and client.stats == (False, 0, 0, 0)
+    late = Rec()
+    client.dispatch({"path": "/", "method": "GET"}, late)
+    assert [type(e) for e in late.errors] == [errors.ClientDestroyedError]
+    with pytest.raises(errors.ClientDestroyedError):
+        client.close()
+
+
+def test_client_destroy_fails_running_and_queued_exactly_once_with_the_reason(make_server, make_client):
+    held = Held()
+    server = make_server(held)
+    client = make_client(server.origin, pipelining=1)
+    recs = [Rec() for _ in range(3)]
+    for i, r in enumerate(recs):
+        client.dispatch({"path": f"/{i}", "method": "GET"}, r)
+    wait_for(lambda: held.seen == ["/0"], what="first request on the wire")
+    boom = RuntimeError("boom")
+    client.destroy(boom)
+    assert client.closed and client.destroyed
+    assert [r.errors for r in recs] == [[boom], [boom], [boom]]
+    assert client.stats == (False, 0, 0, 0)
+    client.destroy()  # again: a no-op
+    assert [len(r.errors) for r in recs] == [1, 1, 1]
+    held.release.set()
+
+
+def test_client_destroy_during_close_wakes_the_closer_without_error(make_server, make_client):
+    held = Held()
+    server = make_server(held)
+    client = make_client(server.origin)
+    rec = Rec()
+    client.dispatch({"path": "/", "method": "GET"}, rec)
+    wait_for(lambda: held.seen, what="request on the wire")
+    closers = [gevent.spawn(client.close) for _ in range(2)]
+    wait_for(lambda: client.closed, what="closed")
+    gevent.sleep(0)
+    client.destroy()
+    with gevent.Timeout(5):
+        for g in closers:
+            assert g.get() is None
+    assert [type(e) for e in rec.errors] == [errors.ClientDestroyedError]
+    held.release.set()
+
+
+def test_client_close_from_the_response_end_callback(make_server, make_client):
+    server = make_server(serve_forever())
+    client = make_client(server.origin)
+    closed = []
+
+    def on_end():
+        client.close()
+        closed.append(client.destroyed)
+
+    rec = Rec(on_end)
+    client.dispatch({"path": "/", "method": "GET"}, rec)
+    with gevent.Timeout(3):
+        rec.done.wait()
+        wait_for(lambda: closed, what="close() in the callback to return")
+    assert closed == [True]
+    assert rec.calls == ["start", "response", "end"]
+
+
+def test_client_destroy_from_a_connect_listener(make_server, make_client):
+    server = make_server(serve_forever())
+    client = make_client(server.origin)
+    events = []
+    client.on("connect", lambda origin, targets: (events.append("connect"), client.destroy()))
+    client.on("disconnect", lambda origin, targets, err: events.append(("disconnect", type(err))))
+    with pytest.raises(errors.ClientDestroyedError):
+        with gevent.Timeout(3):
+            client.request(path="/")
+    wait_for(lambda: len(events) == 2, what="disconnect")
+    assert events == ["connect", ("disconnect", errors.ClientDestroyedError)]
+
+
+# -- connect errors ---------------------------------------------------------------------------
+
+
+def test_client_refused_port_reaches_each_handler_once_and_client_stays_usable(make_client):
+    client = make_client(refused_origin(), pipelining=1)
+    events = []
+    client.on("connectionError", lambda origin, targets, err: events.append((origin, targets, type(err))))
+    recs = [Rec() for _ in range(3)]
+    for r in recs:
+        client.dispatch({"path": "/", "method": "GET"}, r)
+    with gevent.Timeout(3):
+        for r in recs:
+            r.done.wait()
+    gevent.sleep(0.05)
+    assert [[type(e) for e in r.errors] for r in recs] == [[ConnectionRefusedError]] * 3
+    assert events == [(client.origin, [client], ConnectionRefusedError)]
+    assert client.stats == (False, 0, 0, 0) and not client.busy
+    with pytest.raises(ConnectionRefusedError):
+        client.request(path="/")
+
+
+def test_pool_refused_port_reaches_each_handler_once(make_client):
+    pool = greenhttp.Pool(refused_origin(), connections=2)
+    try:
+        events = []
+        pool.on("connectionError", lambda origin, targets, err: events.append((targets[0], type(err))))
+        recs = [Rec() for _ in range(5)]
+        for r in recs:
+            pool.dispatch({"path": "/", "method": "GET"}, r)
+        with gevent.Timeout(3):
+            for r in recs:
+                r.done.wait()
+        gevent.sleep(0.05)
+        assert [[type(e) for e in r.errors] for r in recs] == [[ConnectionRefusedError]] * 5
+        assert all(t is pool and k is ConnectionRefusedError for t, k in events)
+        wait_for(lambda: pool.stats == (0, 0, 0, 0, 0, 0), what="pool empty")
+    finally:
+        pool.destroy()
+
+
+# -- blocking calls interrupted ------------------------------------------------------------
+
+
+def test_timeout_around_request_leaves_client_usable(make_server, make_client):
+    answered = gevent.event.Event()
+
+    def handler(conn):
+        req = conn.read_request()
+        if req is None:
+            return
+        if req.target == "/slow":
+            conn.read_exact(1)  # until the client closes the connection
+            return
+        conn.respond(b"ok")
+        answered.set()
+        serve_forever()(conn)
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    with pytest.raises(gevent.Timeout):
+        with gevent.Timeout(0.1):
+            client.request(path="/slow")
+    wait_for(lambda: client.stats.size == 0, what="request gone")
+    with gevent.Timeout(3):
+        server.conns[0].eof.wait()  # the aborted request's socket was closed
+    with gevent.Timeout(3):
+        assert client.request(path="/fast").body.text() == "ok"
+    assert client.stats == (True, 0, 0, 0)
+
+
+def test_killed_greenlet_in_pool_request_frees_its_slot(make_server):
+    held = Held()
+    server = make_server(held)
+    pool = greenhttp.Pool(server.origin, connections=1)
+    try:
+        g = gevent.spawn(pool.request, path="/a")
+        waiting = gevent.spawn(pool.request, path="/b")
+        wait_for(lambda: held.seen == ["/a"], what="first on the wire")
+        assert pool.stats.queued == 1
+        waiting.kill()  # queued in the pool when killed
+        g.kill()  # running when killed
+        held.release.set()
+        with gevent.Timeout(3):
+            assert pool.request(path="/c").body.text() == "/c"
+        assert "/b" not in held.seen
+        assert pool.stats.size == 0 and pool.stats.queued == 0
+    finally:
+        pool.destroy()
+
+
+# -- Pool ----------------------------------------------------------------------------------
+
+
+def test_pool_limit_and_fifo_with_many_greenlets(make_server):
+    held = Held()
+    server = make_server(held)
+    pool = greenhttp.Pool(server.origin, connections=3)
+    try:
+        started = []
+
+        class Starts(Rec):
+            def __init__(self, i):
+                super().__init__()
+                self.i = i
+
+            def on_request_start(self, controller, context):
+                started.append(self.i)
+
+        recs = []
+
+        def one(i):
+            r = Starts(i)
+            recs.append(r)
+            pool.dispatch({"path": f"/{i}", "method": "GET"}, r)
+            r.done.wait(5)
+
+        gs = [gevent.spawn(one, i) for i in range(30)]
+        wait_for(lambda: len(held.seen) == 3, what="three on the wire")
+        assert pool.stats.queued == 27 and pool.stats.connected == 3 and pool.busy
+        assert pool.stats.running == 3 and pool.stats.size == 30 and pool.stats.pending == 27
+        held.release.set()
+        with gevent.Timeout(5):
+            gevent.joinall(gs, raise_error=True)
+        assert server.accepted == 3
+        # The first three went to three new connections (connected in any order); the
+        # others were written in the order they were dispatched.
+        assert sorted(started[:3]) == [0, 1, 2] and started[3:] == list(range(3, 30))
+        assert all(r.body == f"/{r.i}".encode() for r in recs)
+        assert pool.stats == (3, 3, 0, 0, 0, 0) and not pool.busy
+    finally:
+        pool.destroy()
+
+
+def test_pool_drain_event_once_with_targets(make_server):
+    held = Held()
+    server = make_server(held)
+    pool = greenhttp.Pool(server.origin, connections=1)
+    try:
+        drains = []
+        pool.on("drain", lambda origin, targets: drains.append((origin, targets)))
+        a, b = Rec(), Rec()
+        pool.dispatch({"path": "/a", "method": "GET"}, a)  # (False, as the original: not connected yet)
+        assert pool.dispatch({"path": "/b", "method": "GET"}, b) is False
+        held.release.set()
+        with gevent.Timeout(3):
+            a.done.wait()
+            b.done.wait()
+        wait_for(lambda: drains, what="drain")
+        gevent.sleep(0.02)
+        assert len(drains) == 1
+        origin, targets = drains[0]
+        assert origin == server.origin and targets[0] is pool and len(targets) == 2
+    finally:
+        pool.destroy()
+
+
+def test_pool_close_twice_concurrently_and_destroy_after(make_server):
+    held = Held()
+    server = make_server(held)
+    pool = greenhttp.Pool(server.origin, connections=1)
+    recs = [Rec() for _ in range(3)]
+    for i, r in enumerate(recs):
+        pool.dispatch({"path": f"/{i}", "method": "GET"}, r)
+    closers = [gevent.spawn(pool.close) for _ in range(2)]
+    wait_for(lambda: pool.closed, what="closed")
+    late = Rec()
+    pool.dispatch({"path": "/", "method": "GET"}, late)
+    assert [type(e) for e in late.errors] == [errors.ClientClosedError]
+    held.release.set()
+    with gevent.Timeout(5):
+        for g in closers:
+            assert g.get() is None
+    assert [r.body for r in recs] == [b"/0", b"/1", b"/2"]
+    assert pool.destroyed
+    pool.close()  # after a finished close: returns
+    pool.destroy()
+    late2 = Rec()
+    pool.dispatch({"path": "/", "method": "GET"}, late2)
+    assert [type(e) for e in late2.errors] == [errors.ClientDestroyedError]
+
+
+def test_pool_destroy_fails_queued_and_running_once(make_server):
+    held = Held()
+    server = make_server(held)
+    pool = greenhttp.Pool(server.origin, connections=1)
+    recs = [Rec() for _ in range(4)]
+    for i, r in enumerate(recs):
+        pool.dispatch({"path": f"/{i}", "method": "GET"}, r)
+    wait_for(lambda: held.seen == ["/0"], what="first on the wire")
+    boom = RuntimeError("boom")
+    closer = gevent.spawn(pool.close)
+    gevent.sleep(0)
+    pool.destroy(boom)
+    with gevent.Timeout(3):
+        closer.get()
+    assert [r.errors for r in recs] == [[boom]] * 4
+    assert pool.stats == (0, 0, 0, 0, 0, 0)
+    with pytest.raises(errors.ClientDestroyedError):
+        pool.close()
+    held.release.set()
+
+
+# -- Agent ----------------------------------------------------------------------------------
+
+
+def test_agent_routes_by_origin_and_forgets_idle_origins(make_server):
+    s1 = make_server(serve_forever(b"one"))
+    s2 = make_server(serve_forever(b"two"))
+    agent = greenhttp.Agent(keep_alive_timeout=0.05)
+    try:
+        events = []
+        agent.on("connect", lambda origin, targets: events.append(("connect", origin, targets[0])))
+        agent.on("disconnect", lambda origin, targets, err: events.append(("disconnect", origin, targets[0])))
+        assert agent.request(origin=s1.origin, path="/").body.text() == "one"
+        assert agent.request(origin=s2.origin + "/", path="/").body.text() == "two"
+        assert set(agent.stats) == {s1.origin, s2.origin}
+        wait_for(lambda: agent.stats == {}, what="idle origins forgotten")
+        assert sorted(e[:2] for e in events) == sorted(
+            [("connect", s1.origin), ("connect", s2.origin), ("disconnect", s1.origin), ("disconnect", s2.origin)]
+        )
+        assert all(e[2] is agent for e in events)
+        assert agent.request(origin=s1.origin, path="/").body.text() == "one"
+    finally:
+        agent.close()
+    assert agent.destroyed
+    agent.close()
+    late = Rec()
+    agent.dispatch({"origin": s1.origin, "path": "/", "method": "GET"}, late)
+    assert [type(e) for e in late.errors] == [errors.ClientDestroyedError]
+
+
+def test_agent_factory_and_destroy(make_server):
+    held = Held()
+    server = make_server(held)
+    made = []
+
+    def factory(origin, **options):
+        made.append((origin, options))
+        return greenhttp.Client(origin, **options)
+
+    agent = greenhttp.Agent(factory=factory, pipelining=1)
+    recs = [Rec() for _ in range(2)]
+    for r in recs:
+        agent.dispatch({"origin": server.origin, "path": "/", "method": "GET"}, r)
+    assert made == [(server.origin, {"pipelining": 1})]
+    wait_for(lambda: held.seen, what="on the wire")
+    agent.destroy()
+    assert [[type(e) for e in r.errors] for r in recs] == [[errors.ClientDestroyedError]] * 2
+    with pytest.raises(errors.ClientDestroyedError):
+        agent.close()
+    held.release.set()
+
+
+# -- errors thrown by user callbacks -----------------------------------------------------
+
+
+def test_handler_raising_in_response_end_is_reported_and_client_stays_usable(make_server, make_client):
+    server = make_server(serve_forever())
+    client = make_client(server.origin)
+    reported = []
+    client.on("error", reported.append)
+
+    def boom():
+        raise ValueError("handler bug")
+
+    rec = Rec(boom)
+    client.dispatch({"path": "/", "method": "GET"}, rec)
+    with gevent.Timeout(3):
+        rec.done.wait()
+    # As the original: a throwing on_response_end is reported to the handler's on_response_error.
+    assert rec.calls == ["start", "response", "end", "error"]
+    assert [type(e) for e in rec.errors] == [ValueError]
+    with gevent.Timeout(3):
+        assert client.request(path="/").body.text() == "hello"
+
+
+def test_listener_raising_in_connect_does_not_break_the_request(make_server, make_client):
+    server = make_server(serve_forever())
+    client = make_client(server.origin)
+
+    def bad(origin, targets):
+        raise ValueError("listener bug")
+
+    client.on("connect", bad)
+    with gevent.Timeout(3):
+        assert client.request(path="/").body.text() == "hello"
