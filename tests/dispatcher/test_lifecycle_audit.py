@@ -168,6 +168,30 @@ def test_client_destroy_from_a_connect_listener(make_server, make_client):
     assert events == ["connect", ("disconnect", errors.ClientDestroyedError)]
 
 
+def test_client_close_with_callback_twice(make_server, make_client):
+    server = make_server(serve_forever())
+    client = make_client(server.origin)
+    client.request(path="/").body.dump()
+    got = []
+    client.close(lambda err, value: got.append((err, value)))
+    client.close(lambda err, value: got.append((err, value)))
+    wait_for(lambda: len(got) == 2, what="both callbacks")
+    assert got == [(None, None), (None, None)]
+
+
+def test_client_close_from_two_greenlets_on_an_idle_connection(make_server, make_client):
+    # Both callers share the one close (REFERENCE §1.9), also while its socket is closing.
+    server = make_server(serve_forever())
+    client = make_client(server.origin)
+    client.request(path="/").body.dump()
+    closers = [gevent.spawn(client.close) for _ in range(2)]
+    with gevent.Timeout(3):
+        assert [g.get() for g in closers] == [None, None]
+    assert client.destroyed
+    with pytest.raises(errors.ClientDestroyedError):
+        client.close()
+
+
 # -- connect errors ---------------------------------------------------------------------------
 
 

@@ -90,6 +90,9 @@ class ClientCore:
         self._closed = False
         self._destroyed = False
         self._close_parkers: list[Parker] = []
+        # The close() callers a finished close() is still waking (its socket is
+        # closing): a close() meanwhile shares that completion. None otherwise.
+        self._closing_parkers: list[Parker] | None = None
         self._connect_parkers: list[Parker] = []
         self._need_drain = False
         # The member of the pool that owns this client: the pool is told of a drain
@@ -468,17 +471,18 @@ class ClientCore:
 
     def close(self) -> None:
         """Stop taking requests, let the queued ones finish, then close. Blocks until done."""
-        if self._destroyed:
+        closing = self._closing_parkers
+        if self._destroyed and closing is None:
             raise ClientDestroyedError()
         self._closed = True
         parker = Parker()
-        self._close_parkers.append(parker)
+        (closing if closing is not None else self._close_parkers).append(parker)
         self._resume()
         parker.get()
         return None
 
     def _finish_close(self) -> None:
-        self._destroy_now(None)
+        self._destroy_now(None, True)
 
     def destroy(self, err: BaseException | None) -> None:
         """Abort every queued and running request with ``err``; blocks until the socket is closed."""
@@ -491,7 +495,7 @@ class ClientCore:
                 reader.join()
         return None
 
-    def _destroy_now(self, err: BaseException | None) -> None:
+    def _destroy_now(self, err: BaseException | None, closing: bool = False) -> None:
         if self._destroyed:
             return
         self._destroyed = True
@@ -520,10 +524,13 @@ class ClientCore:
             def wake() -> None:
                 for r in readers:
                     r.join()
+                self._closing_parkers = None
                 for p in parkers:
                     p.set(None)
 
             if readers:
+                if closing:
+                    self._closing_parkers = parkers
                 spawn(wake)
             else:
                 wake()
