@@ -155,6 +155,55 @@ def test_client_close_from_the_response_end_callback(make_server, make_client):
     assert rec.calls == ["start", "response", "end"]
 
 
+def test_client_destroy_from_the_response_start_callback(make_server, make_client):
+    server = make_server(serve_forever(b"x" * 10))
+    client = make_client(server.origin)
+
+    class Destroyer(Rec):
+        def on_response_start(self, controller, status_code, headers, status_message):
+            super().on_response_start(controller, status_code, headers, status_message)
+            client.destroy()
+
+    rec = Destroyer()
+    client.dispatch({"path": "/", "method": "GET"}, rec)
+    with gevent.Timeout(3):
+        rec.done.wait()
+    assert rec.calls == ["start", "response", "error"]
+    assert isinstance(rec.errors[0], errors.ClientDestroyedError)
+    assert client.destroyed
+
+
+def test_client_destroy_from_the_response_data_callback_with_pipelined_responses(make_server, make_client):
+    # Two pipelined responses arrive in one read; destroying in the first one's data
+    # callback fails both, none is answered after the destroy.
+    def handler(conn):
+        conn.read_request()
+        conn.respond(b"warm")
+        conn.read_request()
+        conn.read_request()
+        conn.sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nabHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\ncd")
+        conn.read_exact(1)
+
+    server = make_server(handler)
+    client = make_client(server.origin, pipelining=2)
+    boom = RuntimeError("boom")
+
+    class Destroyer(Rec):
+        def on_response_data(self, controller, chunk):
+            super().on_response_data(controller, chunk)
+            client.destroy(boom)
+
+    client.request(path="/warm").body.dump()  # a known keep-alive connection pipelines
+    first, second = Destroyer(), Rec()
+    client.dispatch({"path": "/1", "method": "GET", "blocking": False}, first)
+    client.dispatch({"path": "/2", "method": "GET", "blocking": False}, second)
+    with gevent.Timeout(3):
+        first.done.wait()
+        second.done.wait()
+    assert first.calls == ["start", "response", "error"] and first.errors == [boom]
+    assert second.calls == ["start", "error"] and second.errors == [boom]
+
+
 def test_client_destroy_from_a_connect_listener(make_server, make_client):
     server = make_server(serve_forever())
     client = make_client(server.origin)

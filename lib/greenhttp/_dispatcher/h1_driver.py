@@ -444,6 +444,10 @@ class H1Connection:
 
     # -- parser sink (called on the reader greenlet) --------------------------------
     def on_head(self, status: int, reason: str, headers: dict[str, Any], raw: bytes, keep_alive: bool) -> bool:
+        if self.destroyed:
+            # Destroyed by a handler on this greenlet: the parser stops, and what is
+            # running fails with the destroy's error (REFERENCE §1.9), not answered.
+            return True
         running = self.running
         if not running:
             raise SocketError("bad response", self._socket_info())
@@ -558,9 +562,13 @@ class H1Connection:
         limit = self.client._opts.max_response_size
         if limit >= 0 and self.parser.bytes_read > limit:
             raise ResponseExceededMaxSizeError()
+        if self.destroyed:
+            return True  # (see on_head)
         return self.running[0].on_data(chunk)
 
     def on_complete(self, trailers: dict[str, Any] | None) -> bool:
+        if self.destroyed:
+            return True  # (see on_head)
         running = self.running
         req = running.popleft()
         if trailers:
@@ -636,7 +644,7 @@ class H1Connection:
             self._finish(InformationalError("upgrade"), close=False)
             return
         if err is None:
-            err = InformationalError("reset")
+            err = self._error or InformationalError("reset")
         self._finish(err)
 
     def _read_until_done(self) -> BaseException | None:
