@@ -527,3 +527,153 @@ def test_listener_raising_in_connect_does_not_break_the_request(make_server, mak
     client.on("connect", bad)
     with gevent.Timeout(3):
         assert client.request(path="/").body.text() == "hello"
+
+
+# -- keep-alive ------------------------------------------------------------------------------
+
+
+def _idle_time(make_server, make_client, headers, **options):
+    """How long the client keeps an idle connection after one response with ``headers``."""
+    server = make_server(serve_forever(b"x", headers=headers))
+    client = make_client(server.origin, **options)
+    lost = []
+    client.on("disconnect", lambda origin, targets, err: lost.append((gevent.get_hub().loop.now(), err)))
+    client.request(path="/").body.dump()
+    start = gevent.get_hub().loop.now()
+    wait_for(lambda: lost, what="disconnect")
+    wait_for(lambda: server.conns[0].eof.is_set(), what="the server to see the close")
+    return lost[0][0] - start, lost[0][1], server, client
+
+
+def test_keep_alive_hint_below_the_threshold_closes_after_the_response(make_server, make_client):
+    took, err, server, client = _idle_time(make_server, make_client, [("Keep-Alive", "timeout=2")])
+    assert took < 0.5
+    assert isinstance(err, errors.InformationalError)
+    with gevent.Timeout(3):
+        client.request(path="/").body.dump()
+    assert server.accepted == 2
+
+
+def test_keep_alive_hint_minus_threshold_bounds_the_idle_time(make_server, make_client):
+    took, err, _, _ = _idle_time(
+        make_server, make_client, [("Keep-Alive", "timeout=1")], keep_alive_timeout_threshold=0.8
+    )
+    assert 0.1 <= took < 0.6
+    assert isinstance(err, errors.InformationalError) and "idle" in str(err)
+
+
+def test_keep_alive_max_timeout_caps_a_large_hint(make_server, make_client):
+    took, err, _, _ = _idle_time(
+        make_server, make_client, [("Keep-Alive", "timeout=100")], keep_alive_max_timeout=0.1
+    )
+    assert took < 0.5
+    assert isinstance(err, errors.InformationalError) and "idle" in str(err)
+
+
+def test_keep_alive_timeout_without_hint(make_server, make_client):
+    took, err, _, client = _idle_time(make_server, make_client, None, keep_alive_timeout=0.1)
+    assert 0.05 <= took < 0.5
+    assert client.stats == (False, 0, 0, 0)
+
+
+# -- Agent: origins come and go --------------------------------------------------------------
+
+
+def test_agent_max_origins_counts_only_live_origins(make_server):
+    s1 = make_server(serve_forever(b"one"))
+    s2 = make_server(serve_forever(b"two"))
+    agent = greenhttp.Agent(max_origins=1, keep_alive_timeout=0.05)
+    try:
+        assert agent.request(origin=s1.origin, path="/").body.text() == "one"
+        rec = Rec()
+        agent.dispatch({"origin": s2.origin, "path": "/", "method": "GET"}, rec)
+        assert [type(e) for e in rec.errors] == [errors.MaxOriginsReachedError]
+        wait_for(lambda: agent.stats == {}, what="first origin forgotten")
+        assert agent.request(origin=s2.origin, path="/").body.text() == "two"
+    finally:
+        agent.destroy()
+
+
+def test_agent_http1_only_dispatcher_is_separate(make_server):
+    server = make_server(serve_forever())
+    agent = greenhttp.Agent(connections=1)
+    try:
+        agent.request(origin=server.origin, path="/").body.dump()
+        agent.request(origin=server.origin, path="/", allow_h2=False).body.dump()
+        assert set(agent.stats) == {server.origin, server.origin + "#http1-only"}
+        assert all(s.connected is True for s in agent.stats.values())  # connections=1: Clients
+        assert server.accepted == 2
+    finally:
+        agent.close()
+
+
+# -- callback shapes and interrupted lifecycle calls ----------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["client", "pool", "agent"])
+def test_destroy_callback_shapes(make_server, kind):
+    server = make_server(serve_forever())
+    make = {
+        "client": lambda: greenhttp.Client(server.origin),
+        "pool": lambda: greenhttp.Pool(server.origin),
+        "agent": lambda: greenhttp.Agent(),
+    }[kind]
+    got = []
+    boom = RuntimeError("boom")
+    for n, args in enumerate([(), (boom,)], 1):
+        d = make()
+        rec = Rec()
+        opts = {"path": "/", "method": "GET"}
+        if kind == "agent":
+            opts["origin"] = server.origin
+        d.dispatch(opts, rec)
+        d.destroy(*args, lambda err, value: got.append((err, value)))
+        with gevent.Timeout(3):
+            rec.done.wait()
+        wait_for(lambda n=n: len(got) == n, what="destroy callback")
+        assert len(rec.errors) == 1
+        assert type(rec.errors[0]) is (RuntimeError if args else errors.ClientDestroyedError)
+        assert d.destroyed
+    assert got == [(None, None), (None, None)]
+
+
+def test_pool_close_interrupted_by_a_timeout_then_closed_again(make_server):
+    held = Held()
+    server = make_server(held)
+    pool = greenhttp.Pool(server.origin, connections=1)
+    recs = [Rec() for _ in range(2)]
+    for r in recs:
+        pool.dispatch({"path": "/", "method": "GET"}, r)
+    wait_for(lambda: held.seen, what="on the wire")
+    with pytest.raises(gevent.Timeout):
+        with gevent.Timeout(0.05):
+            pool.close()
+    assert pool.closed and not pool.destroyed
+    held.release.set()
+    with gevent.Timeout(3):
+        pool.close()
+    assert pool.destroyed and all(r.calls == ["start", "response", "end"] for r in recs)
+
+
+def test_client_connect_interrupted_by_a_timeout_leaves_it_usable(make_server, make_client):
+    server = make_server(serve_forever())
+    gate = gevent.event.Event()
+
+    def slow_connector(options, callback):
+        def later():
+            gate.wait(3)
+            s = socket.create_connection(("127.0.0.1", server.port))
+            import gevent.socket as gsocket
+
+            callback(None, gsocket.socket(fileno=s.detach()))
+
+        gevent.spawn(later)
+
+    client = make_client(server.origin, connect=slow_connector)
+    with pytest.raises(gevent.Timeout):
+        with gevent.Timeout(0.05):
+            client.connect()
+    gate.set()
+    with gevent.Timeout(3):
+        assert client.request(path="/").body.text() == "hello"
+    assert server.accepted == 1
