@@ -677,3 +677,82 @@ def test_client_connect_interrupted_by_a_timeout_leaves_it_usable(make_server, m
     with gevent.Timeout(3):
         assert client.request(path="/").body.text() == "hello"
     assert server.accepted == 1
+
+
+# -- lifecycle calls from inside callbacks ----------------------------------------------------
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["first-request", "connected"])
+def test_client_destroy_from_on_request_start(make_server, make_client, warm):
+    server = make_server(serve_forever())
+    client = make_client(server.origin)
+    if warm:
+        client.request(path="/").body.dump()
+
+    class Destroyer(Rec):
+        def on_request_start(self, controller, context):
+            super().on_request_start(controller, context)
+            client.destroy()
+
+    rec, other = Destroyer(), Rec()
+    client.dispatch({"path": "/", "method": "GET"}, rec)
+    client.dispatch({"path": "/", "method": "GET"}, other)
+    with gevent.Timeout(3):
+        rec.done.wait()
+        other.done.wait()
+    assert rec.calls == ["start", "error"] and isinstance(rec.errors[0], errors.ClientDestroyedError)
+    assert [type(e) for e in other.errors] == [errors.ClientDestroyedError]
+    assert client.stats == (False, 0, 0, 0)
+
+
+def test_pool_close_from_a_response_end_callback(make_server):
+    server = make_server(serve_forever())
+    pool = greenhttp.Pool(server.origin, connections=2)
+    try:
+        closed = []
+
+        def on_end():
+            pool.close()
+            closed.append(pool.destroyed)
+
+        rec = Rec(on_end)
+        pool.dispatch({"path": "/", "method": "GET"}, rec)
+        with gevent.Timeout(3):
+            rec.done.wait()
+        wait_for(lambda: closed, what="close() in the callback to return")
+        assert closed == [True] and rec.calls == ["start", "response", "end"]
+        assert pool.stats == (0, 0, 0, 0, 0, 0)
+    finally:
+        pool.destroy()
+
+
+def test_agent_destroy_from_a_response_data_callback(make_server):
+    server = make_server(serve_forever(b"abc"))
+    agent = greenhttp.Agent()
+
+    class Destroyer(Rec):
+        def on_response_data(self, controller, chunk):
+            super().on_response_data(controller, chunk)
+            agent.destroy()
+
+    rec = Destroyer()
+    agent.dispatch({"origin": server.origin, "path": "/", "method": "GET"}, rec)
+    with gevent.Timeout(3):
+        rec.done.wait()
+    assert rec.calls == ["start", "response", "error"]
+    assert [type(e) for e in rec.errors] == [errors.ClientDestroyedError]
+    assert agent.destroyed and agent.stats == {}
+
+
+def test_raising_connection_error_listener_does_not_change_the_outcome(make_client):
+    client = make_client(refused_origin())
+    client.on("connectionError", lambda *a: 1 / 0)
+    recs = [Rec(), Rec()]
+    for r in recs:
+        client.dispatch({"path": "/", "method": "GET"}, r)
+    with gevent.Timeout(3):
+        for r in recs:
+            r.done.wait()
+    gevent.sleep(0.02)
+    assert [[type(e) for e in r.errors] for r in recs] == [[ConnectionRefusedError]] * 2
+    assert client.stats == (False, 0, 0, 0)

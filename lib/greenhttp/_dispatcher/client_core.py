@@ -89,6 +89,7 @@ class ClientCore:
         self._connected_once = False
         self._closed = False
         self._destroyed = False
+        self._reason: BaseException | None = None  # what destroyed it
         self._close_parkers: list[Parker] = []
         # The close() callers a finished close() is still waking (its socket is
         # closing): a close() meanwhile shares that completion. None otherwise.
@@ -180,7 +181,7 @@ class ClientCore:
         ):
             # Fast path: an idle connection takes the request straight away.
             if req.start(None):
-                conn.write(req)
+                self._write(conn, req)
             if len(conn.running) >= conn.max_concurrent or conn.reset or conn.blocking or conn.writing or self._pending:
                 self._need_drain = True
                 return False
@@ -275,9 +276,17 @@ class ClientCore:
             pending.popleft()
             if not req.start(None):
                 continue
-            conn.write(req)
+            self._write(conn, req)
             if len(conn.running) >= conn.max_concurrent:
                 return  # every slot taken: the next request goes when one frees up
+
+    def _write(self, conn: Any, req: Request) -> None:
+        """Write ``req``, just started, on ``conn``; unless its ``on_request_start``
+        destroyed the client: the request, in no queue then, fails with the reason."""
+        if self._destroyed:
+            req.on_error(self._reason or ClientDestroyedError())
+        else:
+            conn.write(req)
 
     def _drain(self) -> None:
         """The client can take more: tell the owning pool (of its ``_member``), then
@@ -501,7 +510,7 @@ class ClientCore:
         self._destroyed = True
         self._closed = True
         self._error_hook = _report_unhandled  # a bound method of ours, kept by us: a cycle
-        reason = err if err is not None else ClientDestroyedError()
+        reason = self._reason = err if err is not None else ClientDestroyedError()
         pending = list(self._pending)
         self._pending.clear()
         for req in pending:
