@@ -756,3 +756,71 @@ def test_raising_connection_error_listener_does_not_change_the_outcome(make_clie
     gevent.sleep(0.02)
     assert [[type(e) for e in r.errors] for r in recs] == [[ConnectionRefusedError]] * 2
     assert client.stats == (False, 0, 0, 0)
+
+
+# -- destroy while connecting; timeouts of queued requests; client_ttl ---------------------
+
+
+def test_destroy_while_a_callback_connector_is_connecting_closes_its_late_socket(make_server, make_client):
+    import gevent.socket as gsocket
+
+    server = make_server(serve_forever())
+    gate = gevent.event.Event()
+    made = []
+
+    def slow_connector(options, callback):
+        def later():
+            gate.wait(3)
+            s = gsocket.create_connection(("127.0.0.1", server.port))
+            made.append(s)
+            callback(None, s)
+
+        made.append(gevent.spawn(later))
+
+    client = make_client(server.origin, connect=slow_connector)
+    rec = Rec()
+    client.dispatch({"path": "/", "method": "GET"}, rec)
+    wait_for(lambda: made, what="connecting")
+    client.destroy()
+    assert [type(e) for e in rec.errors] == [errors.ClientDestroyedError]
+    gate.set()
+    with gevent.Timeout(3):
+        made[0].join()
+    assert len(made) == 2
+    # Nobody takes the socket the connector hands over late: the client closes it.
+    wait_for(lambda: made[1].fileno() == -1, what="the late socket closed")
+
+
+def test_timeout_of_a_request_queued_behind_another(make_server, make_client):
+    held = Held()
+    server = make_server(held)
+    client = make_client(server.origin, pipelining=1)
+    first = Rec()
+    client.dispatch({"path": "/1", "method": "GET"}, first)
+    wait_for(lambda: held.seen == ["/1"], what="first on the wire")
+    with pytest.raises(gevent.Timeout):
+        with gevent.Timeout(0.05):
+            client.request(path="/2")
+    assert client.stats.running == 1 and client.stats.size <= 2
+    held.release.set()
+    with gevent.Timeout(3):
+        first.done.wait()
+    wait_for(lambda: client.stats.size == 0, what="queue empty")
+    assert held.seen == ["/1"] and first.body == b"/1"
+    assert client.request(path="/3").body.text() == "/3"
+    assert server.accepted == 1
+
+
+def test_pool_client_ttl_retires_and_counts_stay_exact(make_server):
+    server = make_server(serve_forever())
+    pool = greenhttp.Pool(server.origin, connections=1, client_ttl=0.05)
+    try:
+        pool.request(path="/").body.dump()
+        assert pool.stats == (1, 1, 0, 0, 0, 0)
+        gevent.sleep(0.08)  # the client's time to live runs out
+        pool.request(path="/").body.dump()
+        assert server.accepted == 2
+        wait_for(lambda: pool.stats == (1, 1, 0, 0, 0, 0), what="the old member gone")
+        wait_for(lambda: server.conns[0].eof.is_set(), what="the old connection closed")
+    finally:
+        pool.destroy()

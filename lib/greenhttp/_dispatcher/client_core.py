@@ -373,19 +373,31 @@ class ClientCore:
         value, or both; an error through the callback or by raising.
         """
         parker = Parker()
+        gave_up: list[bool] = []  # (not empty once this connect was given up: destroyed, killed)
 
         def done(err: BaseException | None, sock: Any = None) -> None:
-            if err is not None:
+            if gave_up:
+                # A socket handed over after nobody waits for it any more: close it.
+                if sock is not None:
+                    try:
+                        sock.close()
+                    except Exception:
+                        pass
+            elif err is not None:
                 parker.set_exception(err)
             else:
                 parker.set(sock)
 
-        returned = self._connector(options, done)
-        if parker.ready() or returned is None:
-            sock = parker.get()  # waits for a connector that calls back later
-            if sock is None:
-                raise InvalidArgumentError("the connector reported success without a socket")
-            return sock
+        try:
+            returned = self._connector(options, done)
+            if parker.ready() or returned is None:
+                sock = parker.get()  # waits for a connector that calls back later
+                if sock is None:
+                    raise InvalidArgumentError("the connector reported success without a socket")
+                return sock
+        except BaseException:
+            gave_up.append(True)
+            raise
         return returned
 
     def _expected_version(self) -> str:
