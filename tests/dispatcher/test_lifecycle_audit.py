@@ -824,3 +824,111 @@ def test_pool_client_ttl_retires_and_counts_stay_exact(make_server):
         wait_for(lambda: server.conns[0].eof.is_set(), what="the old connection closed")
     finally:
         pool.destroy()
+
+
+# -- paused requests, streaming bodies, handlers without on_response_error ----------------
+
+
+class Pauser(Rec):
+    def __init__(self):
+        super().__init__()
+        self.controller = None
+
+    def on_response_start(self, controller, status_code, headers, status_message):
+        super().on_response_start(controller, status_code, headers, status_message)
+        self.controller = controller
+        controller.pause()
+
+
+@pytest.mark.parametrize("how", ["close-then-resume", "destroy"])
+def test_paused_request_and_close_or_destroy(make_server, make_client, how):
+    server = make_server(serve_forever(b"y" * 100_000))
+    client = make_client(server.origin)
+    rec = Pauser()
+    client.dispatch({"path": "/", "method": "GET"}, rec)
+    wait_for(lambda: rec.controller is not None, what="paused")
+    closer = gevent.spawn(client.close)
+    wait_for(lambda: client.closed, what="closed")
+    gevent.sleep(0.02)
+    assert not closer.ready() and not client.destroyed and client.stats.running == 1
+    if how == "destroy":
+        client.destroy()
+        with gevent.Timeout(3):
+            closer.get()
+            rec.done.wait()
+        assert rec.calls == ["start", "response", "error"]
+        assert [type(e) for e in rec.errors] == [errors.ClientDestroyedError]
+    else:
+        rec.controller.resume()
+        with gevent.Timeout(3):
+            closer.get()
+            rec.done.wait()
+        assert rec.calls == ["start", "response", "end"] and len(rec.body) == 100_000
+    assert client.destroyed and client.stats == (False, 0, 0, 0)
+
+
+def test_destroy_while_a_streaming_body_is_written(make_server, make_client):
+    heads = []
+
+    def handler(conn):
+        heads.append(conn.read_head())
+        conn.read_exact(1 << 20)  # until the client closes
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    gate = gevent.event.Event()
+
+    def body():
+        yield b"first"
+        gate.wait(5)
+        yield b"never"
+
+    rec = Rec()
+    client.dispatch({"path": "/", "method": "POST", "body": body()}, rec)
+    wait_for(lambda: heads, what="the head on the wire")
+    boom = RuntimeError("boom")
+    client.destroy(boom)
+    assert rec.errors == [boom] and client.stats == (False, 0, 0, 0)
+    wait_for(lambda: server.conns[0].eof.is_set(), what="the connection closed")
+    gate.set()
+
+
+@pytest.mark.parametrize("kind", ["client", "pool", "agent"])
+def test_dispatch_after_close_raises_for_a_handler_without_on_response_error(make_server, kind):
+    server = make_server(serve_forever())
+    d = {
+        "client": lambda: greenhttp.Client(server.origin),
+        "pool": lambda: greenhttp.Pool(server.origin),
+        "agent": lambda: greenhttp.Agent(),
+    }[kind]()
+
+    class Bare:
+        def on_response_start(self, *a):
+            pass
+
+    opts = {"path": "/", "method": "GET", "origin": server.origin}
+    if kind != "agent":
+        del opts["origin"]
+    d.close()
+    with pytest.raises((errors.ClientDestroyedError, errors.ClientClosedError)):
+        d.dispatch(opts, Bare())
+    d.destroy()
+
+
+def test_agent_events_name_the_whole_chain(make_server):
+    server = make_server(serve_forever())
+    agent = greenhttp.Agent()
+    try:
+        got = []
+        agent.on("connect", lambda origin, targets: got.append(("connect", origin, targets)))
+        agent.on("disconnect", lambda origin, targets, err: got.append(("disconnect", origin, targets)))
+        agent.request(origin=server.origin, path="/").body.dump()
+        pool = agent._dispatchers[server.origin]
+        client = pool._core._members[0].client
+        agent.destroy()
+        assert got == [
+            ("connect", server.origin, [agent, pool, client]),
+            ("disconnect", server.origin, [agent, pool, client]),
+        ]
+    finally:
+        agent.destroy()
