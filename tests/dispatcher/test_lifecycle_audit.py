@@ -932,3 +932,28 @@ def test_agent_events_name_the_whole_chain(make_server):
         ]
     finally:
         agent.destroy()
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["new-member", "idle-member"])
+def test_pool_refusal_raised_to_a_bare_handler_keeps_the_member_usable(make_server, warm):
+    # A handler without on_response_error gets a refusal raised from dispatch()
+    # (REFERENCE §1.9); the member the pool chose must not be lost to it.
+    server = make_server(serve_forever())
+    pool = greenhttp.Pool(server.origin, connections=1)
+    try:
+        if warm:
+            pool.request(path="/").body.dump()
+
+        class Bare:
+            def on_response_start(self, *a):
+                pass
+
+        with pytest.raises(errors.InvalidArgumentError):
+            pool.dispatch({"path": "no-slash", "method": "GET"}, Bare())
+        assert not pool.busy
+        with gevent.Timeout(3):
+            assert pool.request(path="/").body.text() == "hello"
+        assert server.accepted == 1
+        assert pool.stats == (1, 1, 0, 0, 0, 0)
+    finally:
+        pool.destroy()

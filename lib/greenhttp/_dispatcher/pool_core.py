@@ -160,11 +160,20 @@ class PoolCore:
             self._need_drain = True
             return False
         core = member.core
-        if (
-            core.dispatch(options, handler)
-            if core is not None and member.direct
-            else member.client.dispatch(options, handler)
-        ) or not (core._need_drain if core is not None else member.client.busy):
+        try:
+            taken = (
+                core.dispatch(options, handler)
+                if core is not None and member.direct
+                else member.client.dispatch(options, handler)
+            )
+        except BaseException:
+            # Refused, and raised to a handler without on_response_error: the member
+            # goes back on the free stack (else it would never be chosen again).
+            if not (core._need_drain if core is not None else member.client.busy):
+                member.free = True
+                self._free.append(member)
+            raise
+        if taken or not (core._need_drain if core is not None else member.client.busy):
             # It can take more (pipelining, HTTP/2 streams), or the request failed at once.
             member.free = True
             self._free.append(member)
