@@ -957,3 +957,30 @@ def test_pool_refusal_raised_to_a_bare_handler_keeps_the_member_usable(make_serv
         assert pool.stats == (1, 1, 0, 0, 0, 0)
     finally:
         pool.destroy()
+
+
+def test_agent_refused_origin_is_reported_once_and_forgotten():
+    origin = refused_origin()
+    agent = greenhttp.Agent()
+    try:
+        events = []
+        agent.on("connectionError", lambda o, targets, err: events.append((o, targets[0], len(targets), type(err))))
+        rec = Rec()
+        agent.dispatch({"origin": origin, "path": "/", "method": "GET"}, rec)
+        with gevent.Timeout(3):
+            rec.done.wait()
+        wait_for(lambda: agent.stats == {}, what="the origin forgotten")
+        assert [type(e) for e in rec.errors] == [ConnectionRefusedError]
+        assert events == [(origin, agent, 3, ConnectionRefusedError)]
+    finally:
+        agent.close()
+
+
+def test_client_close_while_connecting_to_a_refused_port(make_client):
+    client = make_client(refused_origin())
+    rec = Rec()
+    client.dispatch({"path": "/", "method": "GET"}, rec)
+    with gevent.Timeout(3):
+        client.close()
+    assert [type(e) for e in rec.errors] == [ConnectionRefusedError]
+    assert client.destroyed and client.stats == (False, 0, 0, 0)
