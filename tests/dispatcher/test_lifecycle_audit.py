@@ -984,3 +984,48 @@ def test_client_close_while_connecting_to_a_refused_port(make_client):
         client.close()
     assert [type(e) for e in rec.errors] == [ConnectionRefusedError]
     assert client.destroyed and client.stats == (False, 0, 0, 0)
+
+
+def test_client_drain_once_after_a_refused_dispatch(make_server, make_client):
+    held = Held()
+    server = make_server(held)
+    client = make_client(server.origin, pipelining=1)
+    drains = []
+    client.on("drain", lambda origin, *rest: drains.append(origin))
+    a, b = Rec(), Rec()
+    assert client.dispatch({"path": "/a", "method": "GET"}, a) is False  # queued while connecting
+    assert client.busy and client.stats == (False, 1, 0, 1)
+    assert client.dispatch({"path": "/b", "method": "GET"}, b) is False
+    wait_for(lambda: held.seen == ["/a"], what="first on the wire")
+    assert client.stats == (True, 1, 1, 2)
+    held.release.set()
+    with gevent.Timeout(3):
+        a.done.wait()
+        b.done.wait()
+    wait_for(lambda: drains, what="drain")
+    gevent.sleep(0.02)
+    assert drains == [server.origin]
+    assert not client.busy and client.stats == (True, 0, 0, 0)
+
+
+def test_body_read_interrupted_by_a_timeout_then_closed_frees_the_client(make_server, make_client):
+    def handler(conn):
+        req = conn.read_request()
+        if req.target == "/slow":
+            conn.sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
+            conn.read_exact(1)  # until the client closes
+            return
+        conn.respond(b"ok")
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    resp = client.request(path="/slow")
+    with pytest.raises(gevent.Timeout):
+        with gevent.Timeout(0.05):
+            resp.body.read()
+    assert client.stats.running == 1
+    resp.body.close()
+    wait_for(lambda: client.stats == (False, 0, 0, 0), what="the connection closed")
+    with gevent.Timeout(3):
+        assert client.request(path="/fast").body.text() == "ok"
+    assert server.accepted == 2
