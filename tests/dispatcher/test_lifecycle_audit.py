@@ -204,6 +204,43 @@ def test_client_destroy_from_the_response_data_callback_with_pipelined_responses
     assert second.calls == ["start", "error"] and second.errors == [boom]
 
 
+def test_aborting_a_pipelined_request_from_another_ones_callback_still_completes_that_one(make_server, make_client):
+    # Not a destroy: the connection goes (REFERENCE §1.6, h1 abort), but the response
+    # whose bytes were already read is delivered whole, and only the aborted one fails.
+    def handler(conn):
+        conn.read_request()
+        conn.respond(b"warm")
+        conn.read_request()
+        conn.read_request()
+        conn.sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nabHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\ncd")
+        conn.read_exact(1)
+
+    server = make_server(handler)
+    client = make_client(server.origin, pipelining=2)
+    client.request(path="/warm").body.dump()
+    controllers = []
+
+    class Starts(Rec):
+        def on_request_start(self, controller, context):
+            super().on_request_start(controller, context)
+            controllers.append(controller)
+
+    class AbortsOther(Starts):
+        def on_response_data(self, controller, chunk):
+            super().on_response_data(controller, chunk)
+            controllers[1].abort()
+
+    first, second = AbortsOther(), Starts()
+    client.dispatch({"path": "/1", "method": "GET", "blocking": False}, first)
+    client.dispatch({"path": "/2", "method": "GET", "blocking": False}, second)
+    with gevent.Timeout(3):
+        first.done.wait()
+        second.done.wait()
+    assert first.calls == ["start", "response", "end"] and first.body == b"ab"
+    assert second.calls == ["start", "error"]
+    assert [type(e) for e in second.errors] == [errors.RequestAbortedError]
+
+
 def test_client_destroy_from_a_connect_listener(make_server, make_client):
     server = make_server(serve_forever())
     client = make_client(server.origin)

@@ -444,9 +444,9 @@ class H1Connection:
 
     # -- parser sink (called on the reader greenlet) --------------------------------
     def on_head(self, status: int, reason: str, headers: dict[str, Any], raw: bytes, keep_alive: bool) -> bool:
-        if self.destroyed:
-            # Destroyed by a handler on this greenlet: the parser stops, and what is
-            # running fails with the destroy's error (REFERENCE §1.9), not answered.
+        if self.client._destroyed:
+            # The client was destroyed by a handler on this greenlet: the parser stops, and
+            # what is running fails with the destroy's error (REFERENCE §1.9), not answered.
             return True
         running = self.running
         if not running:
@@ -562,12 +562,12 @@ class H1Connection:
         limit = self.client._opts.max_response_size
         if limit >= 0 and self.parser.bytes_read > limit:
             raise ResponseExceededMaxSizeError()
-        if self.destroyed:
+        if self.client._destroyed:
             return True  # (see on_head)
         return self.running[0].on_data(chunk)
 
     def on_complete(self, trailers: dict[str, Any] | None) -> bool:
-        if self.destroyed:
+        if self.client._destroyed:
             return True  # (see on_head)
         running = self.running
         req = running.popleft()
