@@ -1066,3 +1066,43 @@ def test_body_read_interrupted_by_a_timeout_then_closed_frees_the_client(make_se
     with gevent.Timeout(3):
         assert client.request(path="/fast").body.text() == "ok"
     assert server.accepted == 2
+
+
+def test_pool_close_with_requests_queued_for_a_refused_port():
+    pool = greenhttp.Pool(refused_origin(), connections=1)
+    recs = [Rec() for _ in range(3)]
+    for r in recs:
+        pool.dispatch({"path": "/", "method": "GET"}, r)
+    with gevent.Timeout(3):
+        pool.close()
+    assert [[type(e) for e in r.errors] for r in recs] == [[ConnectionRefusedError]] * 3
+    assert pool.destroyed
+    wait_for(lambda: pool.stats == (0, 0, 0, 0, 0, 0), what="members gone")
+
+
+def test_pool_with_a_composed_factory_serves_its_queue_in_order(make_server):
+    server = make_server(serve_forever())
+    order = []
+
+    def record(dispatch):
+        def d(opts, handler):
+            order.append(opts["path"])
+            return dispatch(opts, handler)
+
+        return d
+
+    pool = greenhttp.Pool(
+        server.origin, connections=2, factory=lambda origin, **o: greenhttp.Client(origin, **o).compose(record)
+    )
+    try:
+        recs = [Rec() for _ in range(10)]
+        for i, r in enumerate(recs):
+            pool.dispatch({"path": f"/{i}", "method": "GET"}, r)
+        with gevent.Timeout(3):
+            for r in recs:
+                r.done.wait()
+        assert order == [f"/{i}" for i in range(10)]
+        assert all(r.calls == ["start", "response", "end"] for r in recs)
+        assert server.accepted == 2
+    finally:
+        pool.destroy()
