@@ -1106,3 +1106,22 @@ def test_pool_with_a_composed_factory_serves_its_queue_in_order(make_server):
         assert server.accepted == 2
     finally:
         pool.destroy()
+
+
+def test_pool_close_after_destroy_raises_even_while_an_earlier_close_winds_down(make_server):
+    held = Held()
+    server = make_server(held)
+    pool = greenhttp.Pool(server.origin, connections=1)
+    recs = [Rec() for _ in range(2)]
+    for r in recs:
+        pool.dispatch({"path": "/", "method": "GET"}, r)
+    wait_for(lambda: held.seen, what="on the wire")
+    first = gevent.spawn(pool.close)
+    wait_for(lambda: pool.closed, what="closing")
+    pool.destroy()
+    with pytest.raises(errors.ClientDestroyedError):  # REFERENCE §1.9: close() after destroy
+        with gevent.Timeout(3):
+            pool.close()
+    with gevent.Timeout(3):
+        assert first.get() is None  # the close in progress ends with the destroy
+    held.release.set()
