@@ -196,7 +196,7 @@ class _DNS:
         self.settings = settings
         self.storage = storage
         #: host name -> requests waiting for its lookup (one lookup at a time per name)
-        self.waiting: dict[str, list[Callable[[BaseException | None], None]]] = {}
+        self.waiting: dict[str, list[Callable[[BaseException | None, float], None]]] = {}
 
     def _settings_for(self, overrides: Any) -> _Settings:
         base = self.settings
@@ -233,13 +233,15 @@ class _DNS:
                 return self._send(dispatch, opts, handler, origin, settings, ip)
             self.storage.delete(hostname)  # every address expired or failed: look it up again
 
-        def resolved(err: BaseException | None) -> None:
+        def resolved(err: BaseException | None, looked_up: float) -> None:
             # Called for each request waiting on the lookup, in turn: nothing may
             # escape, or the requests after this one would never hear back.
             try:
                 if err is None:
                     records = self.storage.get(hostname)
-                    ip = self._pick(settings, origin, records) if records is not None else None
+                    # Pick as of the lookup: a record with TTL 0 (RFC 1035: use it
+                    # only for the transaction in progress) still serves its waiters.
+                    ip = self._pick(settings, origin, records, looked_up) if records is not None else None
                     if ip is not None:
                         self._send(dispatch, opts, handler, origin, settings, ip)
                         return
@@ -251,13 +253,15 @@ class _DNS:
         self._lookup(settings, origin, resolved, coalesce=overrides is None)
         return True
 
-    def _pick(self, settings: _Settings, origin: LookupOrigin, records: Any) -> Any:
+    def _pick(self, settings: _Settings, origin: LookupOrigin, records: Any, now: float | None = None) -> Any:
         if settings.pick is not None:
             return settings.pick(origin, records, settings.affinity)
-        return dns_records.default_pick(records, settings.affinity, settings.dual_stack, time.monotonic())
+        if now is None:
+            now = time.monotonic()
+        return dns_records.default_pick(records, settings.affinity, settings.dual_stack, now)
 
     def _lookup(
-        self, settings: _Settings, origin: LookupOrigin, done: Callable[[BaseException | None], None], coalesce: bool
+        self, settings: _Settings, origin: LookupOrigin, done: Callable[[BaseException | None, float], None], coalesce: bool
     ) -> None:
         hostname = origin.hostname
         if coalesce:
@@ -277,8 +281,9 @@ class _DNS:
             answered = True
             if coalesce:
                 self.waiting.pop(hostname, None)
+            now = time.monotonic()
             if err is None:
-                records, shortest = dns_records.make_records(addresses or (), settings.max_ttl, time.monotonic())
+                records, shortest = dns_records.make_records(addresses or (), settings.max_ttl, now)
                 if records["records"][4] or records["records"][6]:
                     self.storage.set(hostname, records, {"ttl": shortest})
                 else:
@@ -286,7 +291,7 @@ class _DNS:
             if err is not None and _error_code(err) == "ENOTFOUND":
                 self.storage.delete(hostname)
             for waiter in waiters:
-                waiter(err)
+                waiter(err, now)
 
         lookup = settings.lookup or net_dns.lookup
         try:
