@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import gevent
@@ -10,6 +11,7 @@ import pytest
 import greenhttp
 from greenhttp import interceptors
 from greenhttp._core.dns_records import DNSStorage
+from greenhttp._net.connector import build_connector
 
 
 def fixed(*records: dict[str, Any], counter: list[str] | None = None) -> Any:
@@ -61,3 +63,66 @@ def test_dns_a_zero_ttl_record_serves_the_request_that_looked_it_up(make_server:
     assert Handler.errors == []
     assert sink == ["http://1.1.1.1"] * 3
     assert calls == ["zero.test"] * 3  # never cached: each request looks the name up again
+
+
+# --------------------------------------------------------------------------- TLS sessions through a Client
+
+
+@pytest.fixture(scope="module")
+def ca() -> Any:
+    import trustme
+
+    return trustme.CA()
+
+
+def _tls13_context(ca: Any, names: tuple[str, ...], alpn: list[str]) -> Any:
+    import gevent.ssl as gssl
+
+    ctx = gssl.SSLContext(gssl.PROTOCOL_TLS_SERVER)  # gevent's: the server must not block
+    ca.issue_cert(*names).configure_cert(ctx)
+    ctx.set_alpn_protocols(alpn)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    return ctx
+
+
+def _closing_h1(reused: list[bool]) -> Any:
+    """Answer one request per connection, recording whether its TLS session was resumed."""
+
+    def handler(conn: Any) -> None:
+        if conn.read_request() is None:
+            return
+        reused.append(conn.sock.session_reused)
+        conn.respond(b"hello", headers=[("Connection", "close")])
+
+    return handler
+
+
+def test_tls13_session_resumed_with_a_user_built_connector(ca: Any, make_server: Any) -> None:
+    # docs/connector.md: the Client calls remember_session after the first
+    # response, also when the connector is one the user built (connect=...).
+    reused: list[bool] = []
+    server = make_server(_closing_h1(reused), ssl_context=_tls13_context(ca, ("127.0.0.1",), ["http/1.1"]))
+    connector = build_connector(cadata=ca.cert_pem.bytes().decode())
+    client = greenhttp.Client(server.origin, connect=connector)
+    try:
+        for _ in range(3):
+            assert client.request(path="/", method="GET").body.bytes() == b"hello"
+    finally:
+        with gevent.Timeout(5):
+            client.close()
+    assert reused == [False, True, True]
+
+
+def test_pool_members_resume_a_tls13_session(ca: Any, make_server: Any) -> None:
+    # A Pool (and so an Agent) shares one connector between its members: a
+    # TLS 1.3 session ticket one member received is offered by the next.
+    reused: list[bool] = []
+    server = make_server(_closing_h1(reused), ssl_context=_tls13_context(ca, ("127.0.0.1",), ["http/1.1"]))
+    pool = greenhttp.Pool(server.origin, connect={"cadata": ca.cert_pem.bytes().decode()})
+    try:
+        for _ in range(3):
+            assert pool.request(path="/", method="GET").body.bytes() == b"hello"
+    finally:
+        with gevent.Timeout(5):
+            pool.close()
+    assert reused == [False, True, True]

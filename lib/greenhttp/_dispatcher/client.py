@@ -63,6 +63,11 @@ class Client(Dispatcher):
             def wrapped(options: dict[str, Any], callback: Any = None) -> Any:
                 return connect({**options, **inject}, callback)
 
+            # A Connector (a user's, or a pool's shared one) must still be told of
+            # TLS 1.3 session tickets, which arrive after the handshake.
+            remember = getattr(connect, "remember_session", None)
+            if callable(remember):
+                wrapped.remember_session = remember  # type: ignore[attr-defined]
             return wrapped
         kwargs: dict[str, Any] = {
             "timeout": opts.connect_timeout,
