@@ -75,6 +75,45 @@ def ca() -> Any:
     return trustme.CA()
 
 
+def _h2_tls_server(ca: Any, names: tuple[str, ...], reused: list[bool]) -> Any:
+    import gevent.ssl as gssl
+
+    from h2_support.h2server import H2Server, serve_ok
+
+    def handler(conn: Any) -> None:
+        reused.append(conn.sock.session_reused)
+        serve_ok(conn)
+
+    ctx = gssl.SSLContext(gssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert(*names).configure_cert(ctx)
+    ctx.set_alpn_protocols(["h2"])
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_3
+    return H2Server(handler, ssl_context=ctx)
+
+
+def test_h2_tls13_session_is_resumed_under_the_request_servername(ca: Any) -> None:
+    # The session must be cached under the key the connection was opened with
+    # ("servername or hostname:port"), so the next connection with the same
+    # servername offers it (spec 2.3: "reused for the same servername").
+    reused: list[bool] = []
+    server = _h2_tls_server(ca, ("h2.test",), reused)  # only valid for the servername, not the IP
+    connector = build_connector(cadata=ca.cert_pem.bytes().decode())
+    try:
+        for _ in range(2):
+            client = greenhttp.Client(server.origin, connect=connector)
+            try:
+                data = client.request(path="/", method="GET", servername="h2.test")
+                assert data.body.bytes() == b"ok /"
+            finally:
+                with gevent.Timeout(5):
+                    client.close()
+        assert reused == [False, True]
+        assert connector.sessions.get(f"h2.test:{server.port}") is not None
+        assert connector.sessions.get(f"127.0.0.1:{server.port}") is None
+    finally:
+        server.stop()
+
+
 def _tls13_context(ca: Any, names: tuple[str, ...], alpn: list[str]) -> Any:
     import gevent.ssl as gssl
 

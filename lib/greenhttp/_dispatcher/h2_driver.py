@@ -150,6 +150,7 @@ class H2Connection:
         self._remember_session = (
             getattr(client._connector, "remember_session", None) if origin.is_https else None
         )
+        self.connect_options: dict[str, Any] = {}  # what the connector was called with
         self.uploads = Uploads(self)
         self.tunnels = Tunnels(self)  # answered CONNECTs: open streams, not requests
         self._handlers: dict[int, _Handler] = {
@@ -506,7 +507,7 @@ class H2Connection:
         req.on_complete(trailers)
         if self._remember_session is not None:
             remember, self._remember_session = self._remember_session, None
-            remember(self.sock, self.client._connect_options())
+            remember(self.sock, self.connect_options)
         self._stream_done()
 
     def _on_reset(self, ev: tuple[Any, ...]) -> None:
