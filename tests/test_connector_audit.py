@@ -12,6 +12,7 @@ import greenhttp
 from greenhttp import interceptors
 from greenhttp._core.dns_records import DNSStorage
 from greenhttp._net.connector import build_connector
+from greenhttp.errors import ConnectTimeoutError
 
 
 def fixed(*records: dict[str, Any], counter: list[str] | None = None) -> Any:
@@ -165,3 +166,91 @@ def test_pool_members_resume_a_tls13_session(ca: Any, make_server: Any) -> None:
         with gevent.Timeout(5):
             pool.close()
     assert reused == [False, True, True]
+
+
+# --------------------------------------------------------------------------- connector
+
+
+class _Stalling:
+    """TLS 1.2 on the first connection; later connections are accepted, then never answered."""
+
+    def __init__(self, ctx: Any) -> None:
+        from gevent.server import StreamServer
+
+        self.ctx = ctx
+        self.count = 0
+        self.server = StreamServer(("127.0.0.1", 0), self.handle)
+        self.server.start()
+
+    def handle(self, sock: Any, _addr: Any) -> None:
+        self.count += 1
+        try:
+            if self.count == 1:
+                sock = self.ctx.wrap_socket(sock, server_side=True)
+            while sock.recv(1024):
+                pass
+        except OSError:
+            pass
+        finally:
+            sock.close()
+
+
+def test_a_handshake_that_times_out_drops_the_cached_session(ca: Any) -> None:
+    # docs/connector.md: "A failed handshake drops the key's session."
+    ctx = _tls13_context(ca, ("localhost",), ["http/1.1"])
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    server = _Stalling(ctx)
+    try:
+        connector = build_connector(cadata=ca.cert_pem.bytes().decode(), timeout=0.2)
+        options = {"hostname": "localhost", "protocol": "https:", "port": server.server.server_port}
+        connector(options).close()
+        key = connector.session_key(options)
+        assert connector.sessions.get(key) is not None
+        with pytest.raises(ConnectTimeoutError):
+            connector(options)
+        assert connector.sessions.get(key) is None
+    finally:
+        server.server.stop()
+
+
+def test_unix_socket_errors_are_oserrors(tmp_path: Any) -> None:
+    import errno
+    import socket as stdsocket
+
+    path = str(tmp_path / "s.sock")
+    with pytest.raises(FileNotFoundError):
+        build_connector(socket_path=path)({"hostname": "localhost", "protocol": "http:"})
+    bound = stdsocket.socket(stdsocket.AF_UNIX, stdsocket.SOCK_STREAM)
+    bound.bind(path)  # bound, not listening: refused
+    try:
+        with pytest.raises(ConnectionRefusedError) as info:
+            build_connector(socket_path=path)({"hostname": "localhost", "protocol": "http:"})
+        assert info.value.errno == errno.ECONNREFUSED
+    finally:
+        bound.close()
+
+
+def test_a_stalled_name_resolution_is_a_connect_timeout() -> None:
+    connector = build_connector(timeout=0.1)
+
+    def stall(host: str, port: int) -> Any:
+        gevent.sleep(5)
+        raise AssertionError("not reached")
+
+    connector.resolve = stall
+    with gevent.Timeout(2):
+        with pytest.raises(ConnectTimeoutError, match=r"attempted address: slow\.test:80, timeout: 0\.1s"):
+            connector({"hostname": "slow.test", "protocol": "http:"})
+
+
+def test_certificate_failure_reaches_the_request_as_ssl_error(ca: Any, make_server: Any) -> None:
+    other = __import__("trustme").CA()
+    server = make_server(_closing_h1([]), ssl_context=_tls13_context(other, ("127.0.0.1",), ["http/1.1"]))
+    client = greenhttp.Client(server.origin, connect={"cadata": ca.cert_pem.bytes().decode()})
+    try:
+        with pytest.raises(ssl.SSLCertVerificationError):
+            client.request(path="/", method="GET")
+    finally:
+        with gevent.Timeout(5):
+            client.close()

@@ -377,7 +377,9 @@ class Connector:
         session = self.sessions.get(key) if self.max_cached_sessions else None
         try:
             sock = start_tls(raw, context, server_hostname, session)
-        except ssl.SSLError:
+        except (OSError, gevent.Timeout):
+            # Any failed handshake (an SSLError, a reset, the connect timeout)
+            # drops the session: it may be what the server chokes on.
             self.sessions.delete(key)
             raise
         if self.max_cached_sessions:
