@@ -254,3 +254,73 @@ def test_certificate_failure_reaches_the_request_as_ssl_error(ca: Any, make_serv
     finally:
         with gevent.Timeout(5):
             client.close()
+
+
+# --------------------------------------------------------------------------- servername per request
+
+
+def _recording_context(ca: Any, names: tuple[str, ...], alpn: list[str], seen: list[str | None]) -> Any:
+    ctx = _tls13_context(ca, names, alpn)
+    ctx.sni_callback = lambda sslobj, name, c: seen.append(name)
+    return ctx
+
+
+def _serve_h1(conn: Any) -> None:
+    while conn.read_request() is not None:
+        conn.respond(b"hello")
+
+
+def test_a_request_for_another_servername_gets_its_own_tls_connection(ca: Any, make_server: Any) -> None:
+    # REFERENCE.md (request servername): a request whose servername differs from
+    # the connection's reconnects; a connection is never used for a name its
+    # certificate was not checked against.
+    sni: list[str | None] = []
+    server = make_server(_serve_h1, ssl_context=_recording_context(ca, ("a.test", "b.test"), ["http/1.1"], sni))
+    client = greenhttp.Client(server.origin, connect={"cadata": ca.cert_pem.bytes().decode()})
+    try:
+        for name in ("a.test", "a.test", "b.test", "b.test"):
+            assert client.request(path="/", method="GET", servername=name).body.bytes() == b"hello"
+    finally:
+        with gevent.Timeout(5):
+            client.close()
+    assert sni == ["a.test", "b.test"]
+
+
+def test_h2_a_request_for_another_servername_gets_its_own_tls_connection(ca: Any) -> None:
+    import gevent.ssl as gssl
+
+    from h2_support.h2server import H2Server, serve_ok
+
+    sni: list[str | None] = []
+    ctx = gssl.SSLContext(gssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("a.test", "b.test").configure_cert(ctx)
+    ctx.set_alpn_protocols(["h2"])
+    ctx.sni_callback = lambda sslobj, name, c: sni.append(name)
+    server = H2Server(serve_ok, ssl_context=ctx)
+    client = greenhttp.Client(server.origin, connect={"cadata": ca.cert_pem.bytes().decode()})
+    try:
+        for name in ("a.test", "a.test", "b.test", "a.test"):
+            assert client.request(path="/", method="GET", servername=name).body.bytes() == b"ok /"
+    finally:
+        with gevent.Timeout(5):
+            client.close()
+        server.stop()
+    assert sni == ["a.test", "b.test", "a.test"]
+
+
+def test_dns_interceptor_never_reuses_a_connection_checked_for_another_name(ca: Any, make_server: Any) -> None:
+    # Two names on one address share the Agent's pool for https://127.0.0.1:port;
+    # the certificate is only valid for a.test, so b.test must fail verification
+    # instead of riding on a.test's connection.
+    server = make_server(_serve_h1, ssl_context=_tls13_context(ca, ("a.test",), ["http/1.1"]))
+    lookup = fixed({"address": "127.0.0.1", "family": 4, "port": server.port})
+    agent = greenhttp.Agent(connect={"cadata": ca.cert_pem.bytes().decode()})
+    d = agent.compose(interceptors.dns(lookup=lookup))
+    try:
+        assert d.request(origin="https://a.test", path="/").body.bytes() == b"hello"
+        with pytest.raises(ssl.SSLCertVerificationError):
+            d.request(origin="https://b.test", path="/")
+        assert d.request(origin="https://a.test", path="/").body.bytes() == b"hello"
+    finally:
+        with gevent.Timeout(5):
+            agent.destroy()

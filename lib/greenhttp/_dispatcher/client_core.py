@@ -178,6 +178,7 @@ class ClientCore:
             and not self._in_resume
             and len(conn.running) < conn.max_concurrent
             and not conn.busy(req)
+            and (req.servername is None or not self._servername_changed(conn, req))
         ):
             # Fast path: an idle connection takes the request straight away.
             if req.start(None):
@@ -194,6 +195,13 @@ class ClientCore:
         # (A connection with every slot taken sends it when one frees up.)
         self._need_drain = True
         return False
+
+    def _servername_changed(self, conn: Any, req: Request) -> bool:
+        """Whether ``req`` asks for another TLS server name than ``conn`` was opened with."""
+        if not req.servername or not self._origin.is_https:
+            return False
+        opened: Any = conn.connect_options.get("servername")
+        return bool(opened != req.servername)
 
     def _request_line(self, key: tuple[str, str, str | None]) -> bytes:
         """``METHOD path HTTP/1.1`` and the host line, encoded once per (method, path, host)."""
@@ -269,6 +277,13 @@ class ClientCore:
                 if not self._connecting:
                     self._start_connect()
                 return
+            if req.servername is not None and self._servername_changed(conn, req):
+                # The connection's certificate was checked for another name: wait for
+                # its requests, then reconnect with this one's (as undici does).
+                if running:
+                    return
+                conn.destroy(InformationalError("servername changed"))
+                continue
             if conn.busy(req):
                 if conn.idle and conn.reset and not conn.writing:
                     conn.destroy(InformationalError("reset"))
