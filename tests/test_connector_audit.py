@@ -6,6 +6,7 @@ import ssl
 from typing import Any
 
 import gevent
+import gevent.event
 import pytest
 
 import greenhttp
@@ -324,3 +325,34 @@ def test_dns_interceptor_never_reuses_a_connection_checked_for_another_name(ca: 
     finally:
         with gevent.Timeout(5):
             agent.destroy()
+
+
+@pytest.mark.parametrize("pipelining", [1, 4])
+def test_a_servername_change_waits_for_the_running_requests(ca: Any, make_server: Any, pipelining: int) -> None:
+    sni: list[str | None] = []
+    release = gevent.event.Event()
+
+    def slow(conn: Any) -> None:
+        while (req := conn.read_request()) is not None:
+            if req.target == "/slow":
+                release.wait(5)
+            conn.respond(req.target.encode())
+
+    server = make_server(slow, ssl_context=_recording_context(ca, ("a.test", "b.test"), ["http/1.1"], sni))
+    client = greenhttp.Client(server.origin, connect={"cadata": ca.cert_pem.bytes().decode()}, pipelining=pipelining)
+    try:
+        first = gevent.spawn(lambda: client.request(path="/slow", method="GET", servername="a.test").body.bytes())
+        gevent.sleep(0)  # let it be written
+        second = gevent.spawn(lambda: client.request(path="/other", method="GET", servername="b.test").body.bytes())
+        with gevent.Timeout(5):
+            while len(sni) < 1 or client.stats.running < 1:
+                gevent.sleep(0.005)
+        assert not second.ready() and sni == ["a.test"]  # b.test waits for a.test's request
+        release.set()
+        gevent.joinall([first, second], timeout=5, raise_error=True)
+        assert (first.value, second.value) == (b"/slow", b"/other")
+    finally:
+        release.set()
+        with gevent.Timeout(5):
+            client.close()
+    assert sni == ["a.test", "b.test"]
