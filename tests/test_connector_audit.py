@@ -356,3 +356,60 @@ def test_a_servername_change_waits_for_the_running_requests(ca: Any, make_server
         with gevent.Timeout(5):
             client.close()
     assert sni == ["a.test", "b.test"]
+
+
+def _ipv6_loopback() -> bool:
+    import socket as stdsocket
+
+    if not stdsocket.has_ipv6:
+        return False
+    try:
+        with stdsocket.socket(stdsocket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback on this machine")
+def test_dns_a_connect_timeout_drops_the_address_and_retries_on_ipv6(ca: Any) -> None:
+    import socket as stdsocket
+
+    from gevent.server import StreamServer
+
+    ctx = _tls13_context(ca, ("a.test",), ["http/1.1"])
+
+    def handle(sock: Any, _addr: Any) -> None:
+        from types import SimpleNamespace
+
+        from testkit import ServerConn
+
+        conn = ServerConn(sock, SimpleNamespace(requests=[]))  # type: ignore[arg-type]
+        try:
+            while conn.read_request() is not None:
+                conn.respond(b"over ipv6")
+        except OSError:
+            pass
+
+    v6 = StreamServer(("::1", 0), handle, ssl_context=ctx)
+    v6.start()
+    silent = stdsocket.socket()  # listens, never accepts: the TLS handshake stalls
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    storage = DNSStorage()
+    lookup = fixed(
+        {"address": "127.0.0.1", "family": 4, "port": silent.getsockname()[1]},
+        {"address": "::1", "family": 6, "port": v6.server_port},
+    )
+    agent = greenhttp.Agent(connect={"cadata": ca.cert_pem.bytes().decode(), "timeout": 0.2})
+    d = agent.compose(interceptors.dns(lookup=lookup, storage=storage))
+    try:
+        with gevent.Timeout(5):
+            assert d.request(origin="https://a.test", path="/").body.bytes() == b"over ipv6"
+        records = storage.get("a.test")["records"]
+        assert records[4]["ips"] == [] and [r["address"] for r in records[6]["ips"]] == ["::1"]
+    finally:
+        with gevent.Timeout(5):
+            agent.destroy()
+        v6.stop()
+        silent.close()
