@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import ssl
 from typing import Any
 
@@ -413,3 +414,35 @@ def test_dns_a_connect_timeout_drops_the_address_and_retries_on_ipv6(ca: Any) ->
             agent.destroy()
         v6.stop()
         silent.close()
+
+
+@pytest.mark.parametrize("where", ["host", "servername", "hostname"])
+def test_a_fully_qualified_name_with_a_trailing_dot_sends_sni_without_it(ca: Any, where: str) -> None:
+    # RFC 6066 section 3: the SNI host name is sent "without a trailing dot";
+    # the certificate for "localhost" is valid for "localhost." (Node strips it too).
+    from gevent.server import StreamServer
+
+    sni: list[str | None] = []
+    ctx = _recording_context(ca, ("localhost",), ["http/1.1"], sni)
+
+    def handle(sock: Any, _addr: Any) -> None:
+        try:
+            sock.recv(1)
+        except OSError:
+            pass
+
+    server = StreamServer(("127.0.0.1", 0), handle, ssl_context=ctx)
+    server.start()
+    try:
+        connector = build_connector(cadata=ca.cert_pem.bytes().decode())
+        connector.resolve = lambda host, port: [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+        options: dict[str, Any] = {"hostname": "127.0.0.1", "protocol": "https:", "port": server.server_port}
+        if where == "hostname":
+            options["hostname"] = "localhost."
+        else:
+            options[where] = f"localhost.:{server.server_port}" if where == "host" else "localhost."
+        with gevent.Timeout(5):
+            connector(options).close()
+        assert sni == ["localhost"]
+    finally:
+        server.stop()

@@ -373,6 +373,10 @@ class Connector:
         # Python sends no SNI for an IP literal, and needs a name to check the
         # certificate against: the servername, or else the hostname itself.
         server_hostname = self._servername(options) or hostname
+        if len(server_hostname) > 1 and server_hostname.endswith("."):
+            # RFC 6066 section 3: SNI carries no trailing dot; "example.com." is
+            # also checked against the certificate as "example.com" (as Node does).
+            server_hostname = server_hostname[:-1]
         key = self.session_key(options)
         session = self.sessions.get(key) if self.max_cached_sessions else None
         try:
