@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -201,3 +201,19 @@ def test_delete_cookie_matches_the_documented_header() -> None:
     assert line == "sid=; Domain=example.com; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT"
     parsed = greenhttp.parse_cookie(line)
     assert parsed.value == "" and parsed.expires == datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "expires",
+    [
+        datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=2))),
+        datetime.max.replace(tzinfo=timezone(timedelta(hours=-2))),
+        1e20,
+        float("nan"),
+    ],
+)
+def test_an_expires_out_of_range_is_an_invalid_argument(expires: object) -> None:
+    h = Headers()
+    with pytest.raises(InvalidArgumentError, match="expires"):
+        set_cookie(h, Cookie(name="a", value="b", expires=expires))  # type: ignore[arg-type]
+    assert h.get_set_cookie() == []

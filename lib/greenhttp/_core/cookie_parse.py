@@ -255,7 +255,12 @@ def to_utc_datetime(expires: object) -> datetime:
     if isinstance(expires, datetime):
         if expires.tzinfo is None:
             return expires.replace(tzinfo=timezone.utc)
-        return expires.astimezone(timezone.utc)
+        try:
+            return expires.astimezone(timezone.utc)
+        except OverflowError:  # e.g. year 1 at UTC+2: before datetime.min in UTC
+            raise InvalidArgumentError(
+                f"invalid cookie expires {expires!r}: out of range in UTC"
+            ) from None
     if isinstance(expires, bool) or not isinstance(expires, (int, float)):
         raise InvalidArgumentError(
             f"invalid cookie expires {expires!r}: expected a datetime or a Unix timestamp "
