@@ -446,3 +446,36 @@ def test_a_fully_qualified_name_with_a_trailing_dot_sends_sni_without_it(ca: Any
         assert sni == ["localhost"]
     finally:
         server.stop()
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback on this machine")
+@pytest.mark.parametrize("v6_listens", [True, False])
+def test_happy_eyeballs_over_real_ipv6_and_ipv4_loopback(make_server: Any, v6_listens: bool) -> None:
+    import time
+
+    from gevent.server import StreamServer
+
+    v4 = make_server(echo_host)
+    v6 = StreamServer(("::1", 0), lambda sock, addr: sock.sendall(b"v6"))
+    v6.start()
+    dead = socket.socket(socket.AF_INET6)
+    dead.bind(("::1", 0))
+    dead_port = dead.getsockname()[1]
+    dead.close()  # nothing listens there: refused at once
+    v6_port = v6.server_port if v6_listens else dead_port
+    try:
+        connector = build_connector(auto_select_family=True, auto_select_family_attempt_timeout=5)
+        connector.resolve = lambda host, port: [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", v4.port)),
+            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", v6_port, 0, 0)),
+        ]
+        start = time.monotonic()
+        with gevent.Timeout(3):
+            sock = connector({"hostname": "dual.test", "protocol": "http:"})
+        try:
+            assert time.monotonic() - start < 1  # a refused attempt starts the next at once
+            assert sock.family == (socket.AF_INET6 if v6_listens else socket.AF_INET)  # IPv6 first
+        finally:
+            sock.close()
+    finally:
+        v6.stop()
