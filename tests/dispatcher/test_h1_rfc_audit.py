@@ -10,6 +10,7 @@ import pytest
 
 import greenhttp
 from greenhttp import errors
+from testkit import wait_for
 
 T = 5.0  # the bound of every wait
 
@@ -868,7 +869,8 @@ def test_a_non_idempotent_request_waits_for_an_idle_connection_and_is_not_resent
     client = make_client(server.origin, pipelining=4)
     jobs = spawn_gets(client, ["/1", "/2"])
     post = gevent.spawn(lambda: client.request(path="/p", method="POST", body=b"!", blocking=False).body.bytes())
-    gevent.sleep(0.05)
+    wait_for(lambda: len(server.requests) >= 2, what="the two GETs")
+    gevent.sleep(0.02)  # (a window in which a POST sent too early would arrive)
     assert [r.target for r in server.requests] == ["/1", "/2"]  # the POST waits
     release.set()
     assert outcome(jobs[0]) == b"/1"
@@ -970,7 +972,8 @@ def test_a_reset_request_in_a_pipeline_is_the_last_on_its_connection(make_server
     j1 = gevent.spawn(get, client, "/1", blocking=False)
     j2 = gevent.spawn(get, client, "/2", blocking=False, reset=True)
     j3 = gevent.spawn(get, client, "/3", blocking=False)
-    gevent.sleep(0.05)
+    wait_for(lambda: len(server.requests) >= 2, what="/1 and /2")
+    gevent.sleep(0.02)  # (a window in which /3, sent too early, would arrive)
     assert [r.target for r in server.requests] == ["/1", "/2"]
     assert server.requests[1].header("connection") == "close"
     release.set()
@@ -1206,10 +1209,10 @@ def test_an_abort_behind_a_non_idempotent_request_never_resends_it(make_server, 
     server = make_server(handler)
     client = make_client(server.origin, pipelining=2)
     post = gevent.spawn(lambda: client.request(path="/p", method="POST", body=b"!", blocking=False).body.bytes())
-    gevent.sleep(0.02)
+    wait_for(lambda: len(server.requests) == 1, what="the POST")
     ac = greenhttp.AbortController()
     job = gevent.spawn(get, client, "/g", blocking=False, signal=ac.signal)
-    gevent.sleep(0.05)
+    wait_for(lambda: len(server.requests) == 2, what="the GET behind it")
     assert [r.target for r in server.requests] == ["/p", "/g"]
     ac.abort()
     with pytest.raises(errors.InformationalError):
@@ -1232,10 +1235,10 @@ def test_an_abort_behind_an_idempotent_request_resends_it(make_server, make_clie
     server = make_server(handler)
     client = make_client(server.origin, pipelining=2)
     first = gevent.spawn(get, client, "/1", blocking=False)
-    gevent.sleep(0.02)
+    wait_for(lambda: len(server.requests) == 1, what="/1")
     ac = greenhttp.AbortController()
     job = gevent.spawn(get, client, "/g", blocking=False, signal=ac.signal)
-    gevent.sleep(0.05)
+    wait_for(lambda: len(server.requests) == 2, what="/g behind it")
     ac.abort()
     assert first.get(timeout=T) == b"fresh /1"
     with pytest.raises(greenhttp.DOMException):
