@@ -517,6 +517,12 @@ class H2Connection:
             if self.tunnels:
                 self.tunnels.on_reset(sid, code)
             return
+        if stream.end_pending is not None:
+            # The whole response is in, held for a paused handler: a reset now only
+            # stops our upload, and the response is kept (RFC 9113 §8.1, NO_ERROR).
+            stream.local_closed = True
+            self.uploads.drop(stream)
+            return
         req = stream.req
         if code == ErrorCodes.REFUSED_STREAM and not stream.responded and replayable(req):
             # RFC 9113 §8.7: the server did not process it; try once more.

@@ -292,7 +292,7 @@ class Uploads:
             written = 0
             try:
                 for item in body.chunks:
-                    if stream.done:
+                    if stream.done or stream.local_closed:
                         return
                     chunk = to_bytes_chunk(item)
                     if not chunk:
@@ -310,7 +310,7 @@ class Uploads:
                 return
             if declared is not None and written != declared:
                 raise RequestContentLengthMismatchError()
-            if not stream.done:
+            if not (stream.done or stream.local_closed):
                 self.session.end_stream(stream.sid)
                 stream.local_closed = True
                 self._schedule_flush()
@@ -328,7 +328,7 @@ class Uploads:
         view = memoryview(chunk)
         off = 0
         while off < len(view):
-            if stream.done:
+            if stream.done or stream.local_closed:  # local_closed: the peer reset it after its answer
                 return False
             window = session.send_window(sid)
             if window <= 0:

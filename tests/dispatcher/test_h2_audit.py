@@ -1,0 +1,97 @@
+"""HTTP/2 audit: edge cases of RFC 9113 against the client (stream ends, resets, headers)."""
+
+from __future__ import annotations
+
+import gevent
+import gevent.event
+import h2.errors
+
+from h2_support.h2server import serve_ok
+
+pytest_plugins = ["h2_support.fixtures"]
+
+NO_ERROR = h2.errors.ErrorCodes.NO_ERROR
+
+
+class _Recorder:
+    """A dispatch handler that records what it gets; may pause at the response head."""
+
+    def __init__(self, pause: bool = False) -> None:
+        self.pause = pause
+        self.controller = None
+        self.status = None
+        self.chunks: list[bytes] = []
+        self.trailers = None
+        self.err = None
+        self.done = gevent.event.Event()
+
+    def on_response_start(self, controller, status, headers, message):
+        self.controller = controller
+        self.status = status
+        if self.pause:
+            controller.pause()
+
+    def on_response_data(self, controller, chunk):
+        self.chunks.append(bytes(chunk))
+
+    def on_response_end(self, controller, trailers):
+        self.trailers = trailers
+        self.done.set()
+
+    def on_response_error(self, controller, err):
+        self.err = err
+        self.done.set()
+
+
+def _blocking_body(release: gevent.event.Event):
+    """An upload that sends one chunk and then waits (until ``release``)."""
+    yield b"first part"
+    release.wait(5)
+    yield b"never needed"
+
+
+def _early_answer_then_no_error(conn):
+    # RFC 9113 §8.1: a complete response before the whole request, then
+    # RST_STREAM(NO_ERROR) to stop the upload. The client must keep the response.
+    req = conn.opened.get(timeout=5)
+    req.chunks.get(timeout=5)  # the first part of the upload arrived
+    conn.respond(req.stream_id, status=413, body=b"too large")
+    conn.reset(req.stream_id, NO_ERROR)
+    serve_ok(conn)
+
+
+def test_complete_response_then_rst_no_error_is_kept(make_h2_server, make_h2c):
+    server = make_h2_server(_early_answer_then_no_error)
+    client = make_h2c(server.origin)
+    release = gevent.event.Event()
+    try:
+        with gevent.Timeout(5):
+            r = client.request(path="/up", method="PUT", body=_blocking_body(release))
+            assert r.status_code == 413
+            assert r.body.bytes() == b"too large"
+            assert client.request(path="/next").body.bytes() == b"ok /next"
+    finally:
+        release.set()
+
+
+def test_complete_response_then_rst_no_error_is_kept_while_paused(make_h2_server, make_h2c):
+    server = make_h2_server(_early_answer_then_no_error)
+    client = make_h2c(server.origin)
+    release = gevent.event.Event()
+    rec = _Recorder(pause=True)
+    try:
+        client.dispatch({"path": "/up", "method": "PUT", "body": _blocking_body(release)}, rec)
+        with gevent.Timeout(5):
+            while rec.status is None:
+                gevent.sleep(0.01)
+            # Frames arrive in order: once this answer is in, so is the RST_STREAM.
+            assert client.request(path="/sync").body.bytes() == b"ok /sync"
+        assert rec.status == 413
+        rec.controller.resume()
+        assert rec.done.wait(5)
+        assert rec.err is None, rec.err
+        assert b"".join(rec.chunks) == b"too large"
+    finally:
+        release.set()
+    with gevent.Timeout(5):
+        assert client.request(path="/next").body.bytes() == b"ok /next"
