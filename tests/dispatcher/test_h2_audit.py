@@ -82,8 +82,6 @@ def test_complete_response_then_rst_no_error_is_kept_while_paused(make_h2_server
     try:
         client.dispatch({"path": "/up", "method": "PUT", "body": _blocking_body(release)}, rec)
         with gevent.Timeout(5):
-            while rec.status is None:
-                gevent.sleep(0.01)
             # Frames arrive in order: once this answer is in, so is the RST_STREAM.
             assert client.request(path="/sync").body.bytes() == b"ok /sync"
         assert rec.status == 413
@@ -95,3 +93,105 @@ def test_complete_response_then_rst_no_error_is_kept_while_paused(make_h2_server
         release.set()
     with gevent.Timeout(5):
         assert client.request(path="/next").body.bytes() == b"ok /next"
+
+
+def test_complete_response_held_while_paused_survives_the_connection_closing(make_h2_server, make_h2c):
+    def handler(conn):
+        req = conn.next_request()
+        conn.respond(req.stream_id, body=b"whole body")
+        conn.goaway(last_stream_id=req.stream_id)
+        gevent.sleep(0.05)
+        conn.close()
+
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin)
+    disconnected = gevent.event.Event()
+    client.on("disconnect", lambda origin, targets, err: disconnected.set())
+    rec = _Recorder(pause=True)
+    client.dispatch({"path": "/p", "method": "GET"}, rec)
+    assert disconnected.wait(5)
+    assert rec.status == 200
+    rec.controller.resume()
+    assert rec.done.wait(5)
+    assert rec.err is None, rec.err
+    assert b"".join(rec.chunks) == b"whole body"
+
+
+def _respond_then_close(trailers=None):
+    def handler(conn):
+        req = conn.next_request()
+        conn.send_headers(req.stream_id, 200)
+        for part in (b"one", b"two", b"three"):
+            conn.send_body(req.stream_id, part, end=False)
+        if trailers is None:
+            conn.send_body(req.stream_id, b"", end=True)
+        else:
+            with conn.lock:
+                conn.h2.send_headers(req.stream_id, trailers, end_stream=True)
+            conn.flush()
+        gevent.sleep(0.05)
+        conn.close()
+
+    return handler
+
+
+def test_held_response_after_close_resumes_chunk_by_chunk_with_trailers(make_h2_server, make_h2c):
+    server = make_h2_server(_respond_then_close(trailers=[("x-sum", "abc")]))
+    client = make_h2c(server.origin)
+    disconnected = gevent.event.Event()
+    client.on("disconnect", lambda origin, targets, err: disconnected.set())
+
+    class Repausing(_Recorder):
+        def on_response_data(self, controller, chunk):
+            super().on_response_data(controller, chunk)
+            controller.pause()  # one chunk per resume()
+
+    rec = Repausing(pause=True)
+    client.dispatch({"path": "/p", "method": "GET"}, rec)
+    assert disconnected.wait(5)
+    with gevent.Timeout(5):
+        while not rec.done.is_set():
+            n = len(rec.chunks)
+            rec.controller.resume()
+            while len(rec.chunks) == n and not rec.done.is_set():
+                gevent.sleep(0.005)
+            assert len(rec.chunks) <= n + 1
+    assert rec.err is None, rec.err
+    assert rec.chunks == [b"one", b"two", b"three"]
+    assert rec.trailers == {"x-sum": "abc"}
+
+
+def test_held_response_after_close_can_still_be_aborted(make_h2_server, make_h2c):
+    server = make_h2_server(_respond_then_close())
+    client = make_h2c(server.origin)
+    disconnected = gevent.event.Event()
+    client.on("disconnect", lambda origin, targets, err: disconnected.set())
+    rec = _Recorder(pause=True)
+    client.dispatch({"path": "/p", "method": "GET"}, rec)
+    assert disconnected.wait(5)
+    reason = RuntimeError("no longer wanted")
+    rec.controller.abort(reason)
+    assert rec.done.wait(5)
+    assert rec.err is reason
+    rec.controller.resume()  # nothing more arrives
+    gevent.sleep(0.01)
+    assert rec.chunks == []
+
+
+def test_destroying_the_client_fails_a_held_response(make_h2_server, make_h2c):
+    def handler(conn):
+        req = conn.next_request()
+        conn.respond(req.stream_id, body=b"whole body")
+        serve_ok(conn)
+
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin)
+    rec = _Recorder(pause=True)
+    client.dispatch({"path": "/p", "method": "GET"}, rec)
+    with gevent.Timeout(5):
+        # Frames arrive in order: once this answer is in, so is all of /p.
+        assert client.request(path="/sync").body.bytes() == b"ok /sync"
+        client.destroy()
+    assert rec.done.wait(5)
+    assert rec.err is not None
+    assert rec.chunks == []

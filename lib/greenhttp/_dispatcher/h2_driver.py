@@ -92,6 +92,39 @@ class _Wake(Exception):
 _Handler = Callable[[tuple[Any, ...]], None]
 
 
+def _keep_held(stream: H2Stream) -> None:
+    """A complete response held for a paused handler outlives its closed connection:
+    ``resume()`` delivers it (on a greenlet of its own, as the reader would), ``abort()`` fails it."""
+    req = stream.req
+    stream.local_closed = True
+
+    def drain() -> None:
+        if stream.done or req.paused:
+            return
+        held = stream.held
+        while held:
+            if req.on_data(held.popleft()[0]) or stream.done:
+                return  # paused again (resume() comes back here), or aborted
+        stream.done = True
+        assert stream.end_pending is not None
+        trailers, raw = stream.end_pending
+        if trailers:
+            req.raw_trailers = raw
+        req.on_complete(trailers)
+
+    def resume(_req: Request) -> None:
+        spawn(drain)
+
+    def abort(_req: Request, reason: BaseException) -> None:
+        stream.done = True
+        req.on_error(reason)
+
+    req.resume_hook = resume
+    req.abort_hook = abort
+    if not req.paused:  # resumed, but the reader never got to it
+        spawn(drain)
+
+
 def _no_event(ev: tuple[Any, ...]) -> None:
     """The handler of every event kind on a closed connection."""
 
@@ -699,6 +732,11 @@ class H2Connection:
         streams = list(self.running.values())
         self.running.clear()
         for stream in streams:
+            if stream.end_pending is not None and self._error is None:
+                # The whole response arrived, held for a paused handler: the peer's
+                # close does not take it back (as on HTTP/1.1, where it waits in the parser).
+                _keep_held(stream)
+                continue
             stream.done = True
             stream.req.on_error(err)
         self.client._connection_lost(self, err, [])
