@@ -5,7 +5,9 @@ from __future__ import annotations
 import gevent
 import gevent.event
 import h2.errors
+import pytest
 
+from greenhttp.errors import InformationalError
 from h2_support.h2server import serve_ok
 
 pytest_plugins = ["h2_support.fixtures"]
@@ -195,3 +197,32 @@ def test_destroying_the_client_fails_a_held_response(make_h2_server, make_h2c):
     assert rec.done.wait(5)
     assert rec.err is not None
     assert rec.chunks == []
+
+
+def test_a_101_response_is_malformed_in_http2_and_fails_that_stream_only(make_h2_server, make_h2c):
+    # RFC 9113 §8.6: HTTP/2 has no 101 (Switching Protocols); nghttp2 (undici's
+    # HTTP/2 under Node) treats it as a malformed response.
+    resets = []
+
+    def handler(conn):
+        while True:
+            req = conn.next_request()
+            if req is None:
+                return
+            if req.path == "/101":
+                conn.send_headers(req.stream_id, 101)
+                req.done.wait(5)
+                resets.append(req.reset_code)
+            else:
+                conn.respond(req.stream_id, body=b"ok " + req.path.encode())
+
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin)
+    infos = []
+    with gevent.Timeout(5):
+        with pytest.raises(InformationalError, match="101"):
+            client.request(path="/101", on_info=lambda info: infos.append(info)).body.bytes()
+        assert client.request(path="/after").body.bytes() == b"ok /after"
+    assert infos == []
+    assert resets == [h2.errors.ErrorCodes.PROTOCOL_ERROR]
+    assert server.accepted == 1

@@ -482,6 +482,9 @@ class H2Connection:
         stream = self.running.get(sid)
         if stream is None:
             return
+        if status == 101:  # RFC 9113 §8.6: HTTP/2 has no 101 (nghttp2 calls it malformed)
+            self._on_malformed((BAD, sid, "101 status"))
+            return
         if status == 100:
             if stream.expect:
                 stream.expect = False
