@@ -5,6 +5,7 @@ from __future__ import annotations
 import gevent
 import gevent.event
 import h2.errors
+import h2.settings
 import pytest
 
 from greenhttp.errors import InformationalError
@@ -226,3 +227,53 @@ def test_a_101_response_is_malformed_in_http2_and_fails_that_stream_only(make_h2
     assert infos == []
     assert resets == [h2.errors.ErrorCodes.PROTOCOL_ERROR]
     assert server.accepted == 1
+
+
+def test_a_second_goaway_with_a_lower_last_id_replays_the_streams_above_it(make_h2_server, make_h2c):
+    def handler(conn):
+        if conn.server.accepted == 1:
+            reqs = [conn.next_request() for _ in range(3)]
+            conn.goaway(last_stream_id=2**31 - 1)  # graceful shutdown begins (RFC 9113 §6.8)
+            gevent.sleep(0.05)
+            conn.goaway(last_stream_id=reqs[0].stream_id)
+            conn.respond(reqs[0].stream_id, body=b"first")
+            gevent.sleep(0.05)
+            conn.close()
+        else:
+            serve_ok(conn)
+
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin)
+    with gevent.Timeout(5):
+        gs = [gevent.spawn(lambda p=p: client.request(path=p).body.bytes()) for p in ("/a", "/b", "/c")]
+        gevent.joinall(gs, raise_error=True)
+    assert [g.value for g in gs] == [b"first", b"ok /b", b"ok /c"]
+    assert server.accepted == 2
+
+
+def test_upload_stalls_when_the_initial_window_drops_to_zero_and_goes_on_when_raised(make_h2_server, make_h2c):
+    iws = h2.settings.SettingCodes.INITIAL_WINDOW_SIZE
+    payload = bytes(range(256)) * 1024  # 256 KiB
+
+    def handler(conn):
+        req = conn.opened.get(timeout=5)
+        req.chunks.get(timeout=5)
+        conn.update_settings({iws: 0})
+        gevent.sleep(0.1)
+        stalled = len(req._body)
+        conn.update_settings({iws: 65535})
+        done = conn.next_request()
+        assert stalled < len(payload)
+        conn.respond(done.stream_id, body=b"%d" % len(done.body))
+
+    server = make_h2_server(handler, auto_ack=True)
+    client = make_h2c(server.origin)
+
+    def chunks():
+        for i in range(0, len(payload), 4096):
+            yield payload[i : i + 4096]
+
+    with gevent.Timeout(5):
+        r = client.request(path="/up", method="PUT", body=chunks())
+        assert r.body.bytes() == b"%d" % len(payload)
+    assert not server.errors
