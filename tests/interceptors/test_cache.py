@@ -15,45 +15,8 @@ import pytest
 
 import greenhttp
 from greenhttp import interceptors
-from greenhttp.cache_stores import MemoryCacheStore, SqliteCacheStore
+from greenhttp.cache_stores import MemoryCacheStore
 from greenhttp.errors import InvalidArgumentError, RequestAbortedError
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request, tmp_path):
-    if request.param == "memory":
-        yield MemoryCacheStore()
-    else:
-        s = SqliteCacheStore(tmp_path / "cache.sqlite")
-        yield s
-        s.close()
-
-
-@pytest.fixture
-def origin(make_server):
-    """``origin(reply)`` starts a keep-alive server answering each request with ``reply(req)``."""
-
-    def make(reply):
-        def handler(conn):
-            while True:
-                req = conn.read_request()
-                if req is None:
-                    return
-                answer = reply(req)
-                if answer is None:
-                    conn.close()
-                    return
-                status, headers, body = answer
-                head = [f"HTTP/1.1 {status}\r\n"]
-                head += [f"{k}: {v}\r\n" for k, v in headers]
-                if not status.startswith(("304", "204")):
-                    head.append(f"Content-Length: {len(body)}\r\n")
-                head.append("\r\n")
-                conn.send("".join(head).encode("latin-1") + (b"" if req.method == "HEAD" else body))
-
-        return make_server(handler)
-
-    return make
 
 
 def wait_for(predicate, timeout=5.0, what="condition"):

@@ -265,39 +265,6 @@ def test_retry_inside_decompress_resumes_the_encoded_body(routes, make_client):
 # -- cache -------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request, tmp_path):
-    if request.param == "memory":
-        yield MemoryCacheStore()
-    else:
-        s = SqliteCacheStore(tmp_path / "cache.sqlite")
-        yield s
-        s.close()
-
-
-@pytest.fixture
-def origin(make_server):
-    """``origin(reply)``: a keep-alive server answering each request with ``reply(req)``."""
-
-    def make(reply):
-        def handler(conn):
-            while True:
-                req = conn.read_request()
-                if req is None:
-                    return
-                status, headers, body = reply(req)
-                head = [f"HTTP/1.1 {status}\r\n"]
-                head += [f"{k}: {v}\r\n" for k, v in headers]
-                if not status.startswith(("304", "204")):
-                    head.append(f"Content-Length: {len(body)}\r\n")
-                head.append("\r\n")
-                conn.send("".join(head).encode("latin-1") + (b"" if req.method == "HEAD" else body))
-
-        return make_server(handler)
-
-    return make
-
-
 def _get(d, path="/", **kw):
     r = d.request(path=path, **kw)
     return r.status_code, r.headers, r.body.bytes()
