@@ -225,7 +225,9 @@ def test_stale_if_error_answers_with_the_stale_response(origin, make_client, sto
     get(d)
     status, headers, body = get(d)
     assert (status, body) == (200, b"ok") and headers["warning"]
-    assert len(server.requests) == 2
+    # A GET the server dropped unanswered on a reused connection is re-sent once
+    # on a new one (docs/client.md) before the cache sees the error.
+    assert len(server.requests) == (3 if failure == "drop" else 2)
 
 
 def test_without_stale_if_error_the_error_passes_through(origin, make_client, store):

@@ -456,8 +456,9 @@ class ClientCore:
         self.emit("connectionError", self._origin.origin, [self._owner()], err)
         self._resume()
 
-    def _connection_lost(self, conn: Any, err: BaseException, running: list[Request]) -> None:
-        """Called once by a connection when it ends (on its reader greenlet)."""
+    def _connection_lost(self, conn: Any, err: BaseException, running: list[Request], replay_head: bool = False) -> None:
+        """Called once by a connection when it ends (on its reader greenlet).
+        ``replay_head``: the head of the pipeline was not answered and may go out again."""
         if self._conn is conn:
             self._conn = None
         if running:
@@ -467,12 +468,11 @@ class ClientCore:
             else:
                 # REFERENCE §3.6: the head of the pipeline fails unless the close
                 # was informational; the others go back to the queue and are re-sent.
-                first = running[0]
-                if not isinstance(err, InformationalError):
-                    first.on_error(err)
-                    rest = running[1:]
-                else:
+                if replay_head or isinstance(err, InformationalError):
                     rest = running
+                else:
+                    running[0].on_error(err)
+                    rest = running[1:]
                 again = []
                 for req in rest:
                     if req.done:

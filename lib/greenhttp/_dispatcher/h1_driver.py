@@ -133,6 +133,8 @@ class H1Connection:
         self._corked: bytes | None = None  # written, not yet sent
         self._expected = "GET"  # the method the parser was last told to expect (its default)
         self._finished = False
+        self._idle_write = 0  # the number of the last request written on the idle connection
+        self._replay_head = False  # the head goes out again on a new connection
         self._detached = False
         self.connect_options: dict[str, Any] = {}  # what the connector was called with
         self._abort_hook = self._abort_request  # bound once, set on every request
@@ -179,9 +181,11 @@ class H1Connection:
             stream = None
 
         running = self.running
-        if not running and method != self._expected:
-            self._expected = method
-            self.parser.expect(method)
+        if not running:
+            self._idle_write = self.count
+            if method != self._expected:
+                self._expected = method
+                self.parser.expect(method)
         running.append(req)
         req.abort_hook = self._abort_hook
         req.resume_hook = self._resume_hook
@@ -638,6 +642,8 @@ class H1Connection:
             err = exc
         except Exception as exc:  # OSError, or whatever a custom socket raises
             err = socket_failure(exc, self.sock)
+            if isinstance(exc, ConnectionResetError) and self.parser.idle:
+                self._check_replay()
         finally:
             self.reader = None
         if self._detached:
@@ -784,11 +790,28 @@ class H1Connection:
             parker.set()
 
     def _eof(self) -> BaseException | None:
-        if self.parser.feed_eof():
+        parser = self.parser
+        unanswered = parser.idle
+        if parser.feed_eof():
             return None
-        if self.running:
-            return SocketError("other side closed", self._socket_info())
+        if unanswered:
+            self._check_replay()
         return SocketError("other side closed", self._socket_info())
+
+    def _check_replay(self) -> None:
+        """The connection ended before a byte of the head's response. If the head
+        was written on the connection idle after answering others, the server
+        most likely closed it as idle while the request was on its way (the
+        keep-alive race, RFC 9112 §9.3.1): an idempotent head with a body that
+        can go out again is re-sent on a new connection, where it is the first
+        request (so this happens once), as Go's client does."""
+        running = self.running
+        number = self.count - len(running) + 1  # the head's number on this connection
+        if not running or number == 1 or number != self._idle_write:
+            return  # nothing sent, the connection's first request, or pipelined behind another
+        head = running[0]
+        if head.idempotent and not isinstance(head.body, StreamBody):
+            self._replay_head = True
 
     # -- teardown ------------------------------------------------------------------
     def _abort_request(self, req: Request, reason: BaseException) -> None:
@@ -824,7 +847,7 @@ class H1Connection:
             self.transport.close()
         running = list(self.running)
         self.running.clear()
-        self.client._connection_lost(self, err, running)
+        self.client._connection_lost(self, err, running, self._replay_head)
         # The parser and the bound hooks refer back to this connection: drop them, so a
         # closed connection is freed by reference counting (no cycle for the collector).
         self.parser.sink = None  # type: ignore[assignment]
