@@ -642,6 +642,30 @@ def test_expect_continue_final_answer_first_never_sends_the_body(make_server, ma
     assert seen == [b""]
 
 
+def test_expect_continue_pipelined_behind_another_is_bounded_by_headers_timeout(make_server, make_client):
+    """Written behind a request still waiting for its answer, a request that
+    waits for 100 Continue gets its headers_timeout once it is at the head:
+    a server that never answers it can't hold it forever."""
+    heads = []
+
+    def handler(conn):
+        conn.read_request()
+        heads.append(conn.read_head())
+        conn.respond(b"/1")
+        conn.wait_closed()  # neither 100 nor a final answer for the second
+
+    server = make_server(handler)
+    client = make_client(server.origin, pipelining=2, headers_timeout=0.2)
+    first = gevent.spawn(get, client, "/1", blocking=False)
+    wait_for(lambda: client.stats.running == 1, what="the first request written")
+    second = gevent.spawn(
+        lambda: client.request(path="/up", method="PUT", body=b"payload", expect_continue=True, idempotent=True)
+    )
+    assert outcome(first) == b"/1"
+    assert outcome(second) == "HeadersTimeoutError"
+    assert heads[0].header("expect") == "100-continue"
+
+
 # ---------------------------------------------------------------------------
 # timeouts
 # ---------------------------------------------------------------------------
