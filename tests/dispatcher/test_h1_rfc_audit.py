@@ -4,6 +4,8 @@ request serialisation and the timeouts."""
 
 from __future__ import annotations
 
+import time
+
 import gevent
 import gevent.event
 import pytest
@@ -640,6 +642,28 @@ def test_expect_continue_final_answer_first_never_sends_the_body(make_server, ma
     assert get(client, "/next") == b"fresh /next"
     assert server.accepted == 2
     assert seen == [b""]
+
+
+def test_expect_continue_sends_the_body_anyway_when_the_server_ignores_the_expectation(make_server, make_client):
+    """RFC 9110 §10.1.1: a client should not wait indefinitely for 100 Continue
+    (a server or an HTTP/1.0 hop may ignore Expect): after a short wait (1 s,
+    as curl) the body goes, and the request is answered."""
+    waited = []
+
+    def handler(conn):
+        req = conn.read_head()
+        started = time.monotonic()
+        conn.read_body(req)
+        waited.append(time.monotonic() - started)
+        conn.respond(b"got " + req.body)
+        scripted([])(conn)
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    with gevent.Timeout(T):
+        r = client.request(path="/up", method="PUT", body=b"payload", expect_continue=True)
+        assert r.body.bytes() == b"got payload"
+    assert waited[0] > 0.5  # it did wait for a 100 first
 
 
 def test_expect_continue_pipelined_behind_another_is_bounded_by_headers_timeout(make_server, make_client):
