@@ -364,10 +364,14 @@ def build_entry(
         keep = max(keep, REVALIDATE_ONLY_RETENTION)
     if stale_at + keep <= response_time:
         return None  # already past any use
+    stored = _stored_headers(headers, cc, shared)
+    if date is None:
+        # RFC 9110 §6.6.1: a cache dates a response that has no (valid) Date with its arrival.
+        stored["date"] = formatdate(response_time, usegmt=True)
     return {
         "status_code": status,
         "status_message": status_message,
-        "headers": _stored_headers(headers, cc, shared),
+        "headers": stored,
         "vary": vary_values(vary_names, request_headers) if vary_names else None,
         "etag": etag,
         "cache_control_directives": cc,
