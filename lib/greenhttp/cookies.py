@@ -115,7 +115,8 @@ def parse_cookie(value: str | bytes) -> Cookie | None:
     """Parse one ``Set-Cookie`` value into a :class:`Cookie`, or return None.
 
     None when the text holds a control character other than TAB, when name
-    and value are both empty, or when name and value exceed 4096 characters.
+    and value are both empty, or when name and value exceed 4096 octets (UTF-8
+    for text with characters above U+00FF).
     The value is returned exactly as written (no percent-decoding). Unknown
     attributes go to ``unparsed``; an unparsable ``Expires``, ``Max-Age`` or
     ``SameSite`` is ignored. ``bytes`` are decoded as Latin-1. Never raises for

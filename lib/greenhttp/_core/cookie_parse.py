@@ -80,6 +80,23 @@ def _ascii_lower(text: str) -> str:
     return text.lower() if text.isascii() else text
 
 
+def _octets(text: str) -> int:
+    """The octets ``text`` stands for, which the RFC 6265bis size limits count.
+
+    Header text greenhttp decoded from the wire is Latin-1, one character per
+    octet; text with a character above U+00FF cannot be that, so it is Unicode
+    text and counts its UTF-8 encoding (a lone surrogate as the 3 octets
+    ``surrogatepass`` writes).
+    """
+    if text.isascii():
+        return len(text)
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return len(text.encode("utf-8", "surrogatepass"))
+    return len(text)
+
+
 def has_ctl_excluding_htab(text: str) -> bool:
     """True if ``text`` holds a CTL character other than HTAB (%x00-08, %x0A-1F, %x7F)."""
     return _CTL_EXCEPT_HTAB.search(text) is not None
@@ -153,7 +170,8 @@ def parse_set_cookie(text: str) -> dict[str, Any] | None:
     ``secure``, ``http_only``, ``same_site`` (``Strict``/``Lax``/``None``) and
     ``unparsed`` (unknown attributes as ``"name=value"``). Returns None for a
     string with a CTL character other than HTAB, a name and value longer than
-    4096 characters together, or an empty name together with an empty value.
+    4096 octets together (see :func:`_octets`), or an empty name together with
+    an empty value.
     Never raises for a ``str`` argument.
     """
     # Step 1: CTLs other than HTAB make the whole string ignored.
@@ -168,7 +186,7 @@ def parse_set_cookie(text: str) -> dict[str, Any] | None:
     name = name.strip(_WSP)
     value = value.strip(_WSP)
     # Step 5: size limit.
-    if len(name) + len(value) > MAX_NAME_VALUE_SIZE:
+    if _octets(name) + _octets(value) > MAX_NAME_VALUE_SIZE:
         return None
     # Nothing to store: RFC 6265bis section 5.7 aborts on an empty name and value.
     if not name and not value:
@@ -185,7 +203,7 @@ def _parse_attributes(avs: list[str], cookie: dict[str, Any]) -> None:
         attr_name, _, attr_value = av.partition("=")
         attr_name = attr_name.strip(_WSP)
         attr_value = attr_value.strip(_WSP)
-        if len(attr_value) > MAX_ATTRIBUTE_VALUE_SIZE:
+        if _octets(attr_value) > MAX_ATTRIBUTE_VALUE_SIZE:
             continue
         if not attr_name:
             # An empty cookie-av (as in "a=b;" or "a=b;;c") names no attribute.
