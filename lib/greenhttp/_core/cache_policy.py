@@ -26,7 +26,7 @@ import re
 from datetime import datetime, timezone
 from email.utils import formatdate
 from typing import Any, TypedDict
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urljoin, urlsplit
 
 from .dedupe import SAFE_METHODS, CacheKey, cache_key, request_header_map
 
@@ -472,28 +472,34 @@ def merge_304_headers(
 def invalidation_paths(key: CacheKey, headers: dict[str, Any]) -> list[str]:
     """Paths an unsafe request's non-error response invalidates (RFC 9111 §4.4).
 
-    The target URI, and the same-origin targets of Location and Content-Location.
+    The target URI, and the same-origin targets of Location and Content-Location,
+    resolved against the target URI as RFC 3986 §5.2 says (``../x``, ``?q``, ``//host/x``).
     """
     paths = [key["path"]]
-    origin = urlsplit(key["origin"])
+    base = key["origin"] + key["path"]
     for name in ("location", "content-location"):
         value = headers.get(name)
         if not isinstance(value, str) or not value:
             continue
         try:
-            target = urlsplit(value)
-            if target.scheme or target.netloc:
-                if (target.scheme.lower(), target.netloc.lower()) != (origin.scheme.lower(), origin.netloc.lower()):
-                    continue
-            elif not target.path.startswith("/"):
-                base = key["path"].split("?", 1)[0]
-                target = urlsplit(base.rsplit("/", 1)[0] + "/" + value)
+            target = urlsplit(urljoin(base, value.strip(" \t")))
+            if _origin_of(target) != _origin_of(urlsplit(base)):
+                continue
         except ValueError:
             continue
         path = (target.path or "/") + ("?" + target.query if target.query else "")
         if path not in paths:
             paths.append(path)
     return paths
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin_of(url: SplitResult) -> tuple[str, str, int | None]:
+    """Scheme, host and port (the scheme's default when absent); raises ValueError for a bad port."""
+    scheme = url.scheme.lower()
+    return scheme, (url.hostname or ""), url.port or _DEFAULT_PORTS.get(scheme)
 
 
 # -- reusing --------------------------------------------------------------------------------------
