@@ -353,3 +353,14 @@ def test_a_206_from_the_origin_does_not_replace_the_stored_200(origin, make_clie
     get(d)
     assert get(d, headers={"range": "bytes=0-1"})[:3:2] == (206, b"01")
     assert store.get(cache_key(server.origin, "GET", "/", None, {}))["status_code"] == 200
+
+
+def test_vary_normalisation_keeps_the_spaces_inside_a_quoted_string(origin, make_client, store):
+    # Whitespace may only be added or removed where the field's syntax allows it (RFC 9111 §4.1):
+    # not inside a quoted-string, so '"a, b"' and '"a,b"' are different values.
+    server = origin(counting(("Cache-Control", "max-age=60"), ("Vary", "Prefer")))
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    assert get(d, headers={"prefer": 'x="a, b", y'})[1]["x-n"] == "1"
+    assert get(d, headers={"prefer": 'x="a, b" ,y'})[1]["x-n"] == "1"  # outside the quotes: the same
+    assert get(d, headers={"prefer": 'x="a,b", y'})[1]["x-n"] == "2"
+    assert get(d, headers={"prefer": 'x="a,  b", y'})[1]["x-n"] == "3"

@@ -291,12 +291,13 @@ def request_directives(headers: dict[str, Any]) -> dict[str, Any]:
 
 
 def _normalise_field(value: Any) -> str | None:
-    """A selecting header's value for Vary matching: lines combined, spaces around commas dropped."""
+    """A selecting header's value for Vary matching: lines combined, spaces around commas dropped
+    (not inside a quoted-string, where they are part of the value)."""
     if value is None:
         return None
     if isinstance(value, list):
         value = ",".join(value)
-    return ",".join(p.strip(" \t") for p in value.split(","))
+    return ",".join(p.strip(" \t") for p in _split_list(value))
 
 
 def vary_values(names: tuple[str, ...], headers: dict[str, Any]) -> dict[str, str | None]:
