@@ -364,3 +364,17 @@ def test_vary_normalisation_keeps_the_spaces_inside_a_quoted_string(origin, make
     assert get(d, headers={"prefer": 'x="a, b" ,y'})[1]["x-n"] == "1"  # outside the quotes: the same
     assert get(d, headers={"prefer": 'x="a,b", y'})[1]["x-n"] == "2"
     assert get(d, headers={"prefer": 'x="a,  b", y'})[1]["x-n"] == "3"
+
+
+def test_preconditions_of_other_methods_than_get_and_head_never_make_a_304(origin, make_client, store):
+    # RFC 9110 §13.1.3: If-Modified-Since is ignored unless the method is GET or HEAD; §13.1.2: a
+    # false If-None-Match is a 304 only for GET and HEAD (412 otherwise), which only the origin decides.
+    server = origin(counting(("Cache-Control", "max-age=60"), ("ETag", '"e"')))
+    d = make_client(server.origin).compose(interceptors.cache(store=store, methods=["GET", "OPTIONS"]))
+    get(d, method="OPTIONS")
+    assert get(d, method="OPTIONS")[1]["x-n"] == "1"
+    later = formatdate(time.time() + 60, usegmt=True)
+    assert get(d, method="OPTIONS", headers={"if-modified-since": later})[0] == 200
+    assert get(d, method="OPTIONS", headers={"if-none-match": '"e"'})[0] != 304
+    get(d)
+    assert get(d, headers={"if-none-match": '"e"'})[0] == 304  # GET still is answered from the store

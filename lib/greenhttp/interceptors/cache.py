@@ -19,7 +19,8 @@ its store and, by the rules of ``_core/cache_policy.py``:
 Unsafe methods always go to the origin; a non-error answer invalidates the
 URL (and same-origin ``Location``/``Content-Location``) for every method.
 Requests without ``origin``, upgrades, safe requests with a body and
-requests with ``If-Match``/``If-Unmodified-Since`` pass through. See
+requests with ``If-Match``/``If-Unmodified-Since`` (or, for methods other
+than GET and HEAD, ``If-None-Match``/``If-Modified-Since``) pass through. See
 ``docs/caching.md``.
 """
 
@@ -172,6 +173,8 @@ class _CacheDispatch:
             return dispatch(opts, handler)  # a safe request with content: not cacheable as such
         if "if-match" in headers or "if-unmodified-since" in headers:
             return dispatch(opts, handler)  # preconditions only the origin evaluates (RFC 9111 §4.3.2)
+        if method != "GET" and method != "HEAD" and policy.is_conditional(headers):
+            return dispatch(opts, handler)  # a 304 answers only GET and HEAD (RFC 9110 §13.1.2, §13.1.3)
         req_cc = policy.request_directives(headers)
         if req_cc.get("no-store"):
             return dispatch(opts, handler)  # RFC 9111 §5.2.1.5
