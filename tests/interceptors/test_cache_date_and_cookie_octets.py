@@ -378,3 +378,15 @@ def test_preconditions_of_other_methods_than_get_and_head_never_make_a_304(origi
     assert get(d, method="OPTIONS", headers={"if-none-match": '"e"'})[0] != 304
     get(d)
     assert get(d, headers={"if-none-match": '"e"'})[0] == 304  # GET still is answered from the store
+
+
+def test_a_range_is_served_from_the_store_only_for_get(origin, make_client, store):
+    # RFC 9110 §14.2: GET is the only method with range handling; a Range on another is ignored.
+    server = origin(counting(("Cache-Control", "max-age=60"), body=b"0123456789"))
+    d = make_client(server.origin).compose(interceptors.cache(store=store, methods=["GET", "HEAD", "OPTIONS"]))
+    get(d, method="OPTIONS")
+    assert get(d, method="OPTIONS", headers={"range": "bytes=0-1"})[::2] == (200, b"0123456789")
+    get(d)
+    status, headers, body = get(d, method="HEAD", headers={"range": "bytes=0-1"})
+    assert (status, body, headers["content-length"]) == (200, b"", "10")
+    assert get(d, headers={"range": "bytes=0-1"})[::2] == (206, b"01")

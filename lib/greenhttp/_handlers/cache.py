@@ -535,7 +535,8 @@ class RevalidationHandler(CacheHandler):
             self.started = True
             if not self.relay.start(None):
                 return
-        self.relay.play(*answer(entry, age, stale, self.key.get("headers") or {}, self.head_only))
+        key = self.key
+        self.relay.play(*answer(entry, age, stale, key.get("headers") or {}, self.head_only, key["method"] == "GET"))
 
 
 def _validates(headers: dict[str, Any], entry: policy.CacheValue) -> bool:
@@ -558,20 +559,24 @@ def not_modified_headers(entry: policy.CacheValue, age: float) -> dict[str, Any]
 
 
 def answer(
-    entry: policy.CacheValue, age: float, stale: bool, request_headers: dict[str, Any], head: bool
+    entry: policy.CacheValue, age: float, stale: bool, request_headers: dict[str, Any], head: bool,
+    ranges: bool = True,
 ) -> tuple[int, dict[str, Any], str, Any]:
     """``(status, headers, status_message, body)`` answering a request from ``entry``.
 
     A 304 when the request's own preconditions match (RFC 9111 §4.3.2); a
-    206 for a single byte range of a stored 200 (RFC 9110 §14); the stored
-    response otherwise, without its body for HEAD.
+    206 for a single byte range of a stored 200 (RFC 9110 §14), unless
+    ``ranges`` is False (a method other than GET); the stored response
+    otherwise, without its body for HEAD.
     """
     status = entry["status_code"]
     if 200 <= status < 300 and policy.is_conditional(request_headers) and policy.not_modified(request_headers, entry):
         return 304, not_modified_headers(entry, age), "Not Modified", None
     headers = stored_headers(entry, age, stale)
     body = None if head else entry.get("body")
-    if status == 200 and body is not None and "range" in request_headers and _if_range_holds(request_headers, entry):
+    if ranges and status == 200 and body is not None and "range" in request_headers and _if_range_holds(
+        request_headers, entry
+    ):
         if not isinstance(body, (bytes, bytearray)):
             body = b"".join(_chunks(body))
         span = policy.byte_range(request_headers["range"], len(body))

@@ -195,11 +195,11 @@ class _CacheDispatch:
         action = verdict.action
         head = method == "HEAD"
         if action == policy.FRESH or action == policy.STALE_OK:
-            return _serve(handler, entry, verdict, headers, head)
+            return _serve(handler, entry, verdict, headers, head, method == "GET")
         if head_from_get:
             return self._miss(opts, key, handler, req_cc)
         if action == policy.STALE_WHILE_REVALIDATE:
-            _serve(handler, entry, verdict, headers, head)
+            _serve(handler, entry, verdict, headers, head, method == "GET")
             if not req_cc.get("only-if-cached"):
                 self._revalidate_in_background(opts, key, entry)
             return True
@@ -259,11 +259,13 @@ class _CacheDispatch:
         call_soon(start)
 
 
-def _serve(handler: Any, entry: policy.CacheValue, verdict: policy.Verdict, headers: dict[str, Any], head: bool) -> bool:
-    """Answer from ``entry`` (the stored response, a 304 or a 206: see ``answer``)."""
+def _serve(
+    handler: Any, entry: policy.CacheValue, verdict: policy.Verdict, headers: dict[str, Any], head: bool, ranges: bool
+) -> bool:
+    """Answer from ``entry`` (the stored response, a 304 or, when ``ranges``, a 206: see ``answer``)."""
     relay = Relay(handler)
     if relay.start(None):
-        relay.play(*answer(entry, verdict.age, verdict.stale, headers, head))
+        relay.play(*answer(entry, verdict.age, verdict.stale, headers, head, ranges))
     return True
 
 
