@@ -14,7 +14,7 @@ from email.utils import formatdate, parsedate_to_datetime
 import pytest
 
 from greenhttp import interceptors
-from greenhttp._core.cache_policy import cache_key
+from greenhttp._core.cache_policy import cache_key, invalidation_paths
 
 
 def counting(*headers, body=b"payload", status="200 OK"):
@@ -390,3 +390,41 @@ def test_a_range_is_served_from_the_store_only_for_get(origin, make_client, stor
     status, headers, body = get(d, method="HEAD", headers={"range": "bytes=0-1"})
     assert (status, body, headers["content-length"]) == (200, b"", "10")
     assert get(d, headers={"range": "bytes=0-1"})[::2] == (206, b"01")
+
+
+def test_a_304_without_date_redates_the_stored_response(origin, make_client, store):
+    old = formatdate(time.time() - 50, usegmt=True)
+
+    def reply(req):
+        if req.header("if-none-match") == '"e"':
+            return "304 Not Modified", [("ETag", '"e"'), ("Cache-Control", "max-age=60")], b""
+        return "200 OK", [("Cache-Control", "max-age=10"), ("ETag", '"e"'), ("Date", old)], b"body"
+
+    server = origin(reply)
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    get(d)
+    for _ in range(2):
+        status, headers, body = get(d)
+        assert (status, body, headers["age"]) == (200, b"body", "0") and headers["date"] != old
+    assert len(server.requests) == 2
+
+
+def test_if_modified_since_is_answered_from_the_added_date(origin, make_client, store):
+    # RFC 9111 §4.3.2: without Last-Modified, the stored Date (or the receipt time) decides.
+    server = origin(counting(("Cache-Control", "max-age=60")))
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    get(d)
+    assert get(d, headers={"if-modified-since": formatdate(time.time() + 5, usegmt=True)})[0] == 304
+    assert get(d, headers={"if-modified-since": formatdate(time.time() - 3600, usegmt=True)})[0] == 200
+    assert len(server.requests) == 1
+
+
+def test_invalidation_targets_compare_origins_with_default_ports():
+    key = {"origin": "http://example.com", "path": "/a/b", "method": "POST"}
+    headers = {"location": "http://EXAMPLE.com:80/x", "content-location": "https://example.com/y"}
+    assert invalidation_paths(key, headers) == ["/a/b", "/x"]
+    key = {"origin": "https://example.com:443", "path": "/a/b?q", "method": "POST"}
+    headers = {"location": "https://example.com/x#frag", "content-location": "http://example.com:443/y"}
+    assert invalidation_paths(key, headers) == ["/a/b?q", "/x"]
+    assert invalidation_paths(key, {"location": "https://example.com:99999/x"}) == ["/a/b?q"]
+    assert invalidation_paths(key, {"location": "./c?d=1", "content-location": "/a/b?q"}) == ["/a/b?q", "/a/c?d=1"]
