@@ -428,3 +428,38 @@ def test_invalidation_targets_compare_origins_with_default_ports():
     assert invalidation_paths(key, headers) == ["/a/b?q", "/x"]
     assert invalidation_paths(key, {"location": "https://example.com:99999/x"}) == ["/a/b?q"]
     assert invalidation_paths(key, {"location": "./c?d=1", "content-location": "/a/b?q"}) == ["/a/b?q", "/a/c?d=1"]
+
+
+def test_a_304_naming_another_last_modified_does_not_validate_the_entry(origin, make_client, store):
+    # RFC 9111 §4.3.4: a 304 whose validator (here Last-Modified, no ETag) matches no stored
+    # response must not update one; the request is asked again without conditions.
+    t1, t2 = "Thu, 01 Jan 2015 00:00:00 GMT", "Fri, 02 Jan 2015 00:00:00 GMT"
+
+    def reply(req):
+        if req.header("if-modified-since"):
+            return "304 Not Modified", [("Last-Modified", t2), ("Cache-Control", "max-age=60")], b""
+        body = b"old" if len(server.requests) == 1 else b"new"
+        return "200 OK", [("Cache-Control", "max-age=1"), ("Age", "5"), ("Last-Modified", t1 if body == b"old" else t2)], body
+
+    server = origin(reply)
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    assert get(d)[2] == b"old"
+    status, headers, body = get(d)
+    assert (status, body, headers["last-modified"]) == (200, b"new", t2)
+    assert [r.header("if-modified-since") for r in server.requests] == [None, t1, None]
+
+
+def test_a_304_with_the_same_last_modified_validates_the_entry(origin, make_client, store):
+    t1 = "Thu, 01 Jan 2015 00:00:00 GMT"
+
+    def reply(req):
+        if req.header("if-modified-since") == t1:
+            return "304 Not Modified", [("Last-Modified", t1), ("Cache-Control", "max-age=60")], b""
+        return "200 OK", [("Cache-Control", "max-age=1"), ("Age", "5"), ("Last-Modified", t1)], b"old"
+
+    server = origin(reply)
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    get(d)
+    assert get(d)[::2] == (200, b"old")
+    assert get(d)[::2] == (200, b"old")
+    assert len(server.requests) == 2
