@@ -463,3 +463,34 @@ def test_a_304_with_the_same_last_modified_validates_the_entry(origin, make_clie
     assert get(d)[::2] == (200, b"old")
     assert get(d)[::2] == (200, b"old")
     assert len(server.requests) == 2
+
+
+def test_a_304_with_a_strong_etag_does_not_validate_a_weak_stored_one(origin, make_client, store):
+    # RFC 9111 §4.3.4: a strong validator in the 304 selects the stored responses with the same
+    # strong validator; W/"a" is not one (it would relabel, say, a gzip body as byte-identical).
+    def reply(req):
+        if req.header("if-none-match"):
+            return "304 Not Modified", [("ETag", '"a"'), ("Cache-Control", "max-age=60")], b""
+        n = len(server.requests)
+        return "200 OK", [("Cache-Control", "max-age=1"), ("Age", "5"), ("ETag", 'W/"a"' if n == 1 else '"a"')], \
+            b"weak" if n == 1 else b"strong"
+
+    server = origin(reply)
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    get(d)
+    status, headers, body = get(d)
+    assert (status, body, headers["etag"]) == (200, b"strong", '"a"')
+    assert [r.header("if-none-match") for r in server.requests] == [None, 'W/"a"', None]
+
+
+def test_a_304_with_a_weak_etag_validates_a_stored_strong_or_weak_one(origin, make_client, store):
+    def reply(req):
+        if req.header("if-none-match"):
+            return "304 Not Modified", [("ETag", 'W/"a"'), ("Cache-Control", "max-age=60")], b""
+        return "200 OK", [("Cache-Control", "max-age=1"), ("Age", "5"), ("ETag", '"a"')], b"body"
+
+    server = origin(reply)
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    get(d)
+    assert get(d)[::2] == (200, b"body")
+    assert get(d)[::2] == (200, b"body") and len(server.requests) == 2

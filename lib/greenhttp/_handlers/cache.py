@@ -541,12 +541,15 @@ class RevalidationHandler(CacheHandler):
 
 def _validates(headers: dict[str, Any], entry: policy.CacheValue) -> bool:
     """Whether a 304 with ``headers`` is about ``entry`` (RFC 9111 §4.3.4): its ETag, if any,
-    matches the stored one (else its Last-Modified, if any, the stored one), and its Vary is usable."""
+    matches the stored one (strongly, when it is strong; else its Last-Modified, if any, the
+    stored one), and its Vary is usable."""
     etag = headers.get("etag")
     if etag is not None:
         stored = entry.get("etag")
         if stored is None or not policy.valid_etag(etag) or not policy.weak_etag_match(etag, stored):
             return False
+        if not etag.startswith("W/") and stored != etag:
+            return False  # a strong validator selects only a response with the same strong one
     else:
         modified = policy.parse_http_date(headers.get("last-modified"))
         if modified is not None and modified != policy.parse_http_date(entry["headers"].get("last-modified")):
