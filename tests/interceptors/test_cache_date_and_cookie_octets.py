@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from email.utils import formatdate, parsedate_to_datetime
 
+import gevent
 import pytest
 
 from greenhttp import interceptors
@@ -494,3 +495,45 @@ def test_a_304_with_a_weak_etag_validates_a_stored_strong_or_weak_one(origin, ma
     get(d)
     assert get(d)[::2] == (200, b"body")
     assert get(d)[::2] == (200, b"body") and len(server.requests) == 2
+
+
+def test_a_background_refresh_whose_304_does_not_validate_fetches_the_new_response(origin, make_client, store):
+    def reply(req):
+        n = len(server.requests)
+        if req.header("if-none-match"):
+            return "304 Not Modified", [("ETag", '"other"')], b""
+        if n == 1:
+            return "200 OK", [("Cache-Control", "max-age=1, stale-while-revalidate=60"), ("Age", "3"),
+                              ("ETag", '"e"')], b"old"
+        return "200 OK", [("Cache-Control", "max-age=60"), ("ETag", '"f"')], b"new"
+
+    server = origin(reply)
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    get(d)
+    assert get(d)[2] == b"old"  # stale, answered at once; the refresh runs in the background
+    key = cache_key(server.origin, "GET", "/", None, {})
+    deadline = time.monotonic() + 5
+    while (store.get(key) or {}).get("etag") != '"f"':
+        assert time.monotonic() < deadline, "the background refresh never stored the new response"
+        gevent.sleep(0.005)
+    assert get(d)[::2] == (200, b"new")
+    assert [r.header("if-none-match") for r in server.requests] == [None, '"e"', None]
+
+
+@pytest.mark.parametrize("dated", [False, True])
+def test_the_age_of_a_304_counts_for_the_freshened_response(origin, make_client, store, dated):
+    # RFC 9111 §4.2.3 and §4.3.4: the 304 (here from a cache on the way, Age: 50) updates the
+    # stored response's age along with its other fields: 50 s old, fresh for 10 s more.
+    def reply(req):
+        if req.header("if-none-match") == '"e"':
+            extra = [("Date", formatdate(time.time(), usegmt=True))] if dated else []
+            return "304 Not Modified", [("ETag", '"e"'), ("Cache-Control", "max-age=60"), ("Age", "50"), *extra], b""
+        return "200 OK", [("Cache-Control", "max-age=1"), ("Age", "5"), ("ETag", '"e"')], b"body"
+
+    server = origin(reply)
+    d = make_client(server.origin).compose(interceptors.cache(store=store))
+    get(d)
+    status, headers, body = get(d)
+    assert (status, body) == (200, b"body") and 50 <= int(headers["age"]) <= 51
+    status, headers, body = get(d, headers={"cache-control": "min-fresh=20"})  # only ~10 s left
+    assert len(server.requests) == 3

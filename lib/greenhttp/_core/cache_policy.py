@@ -458,6 +458,8 @@ def merge_304_headers(
 
     A 304 without ``Date`` is dated ``received_at`` (RFC 9110 §6.6.1), when
     given: the stored response's old ``Date`` would make it as old as before.
+    The 304's ``Age`` is kept for :func:`build_entry`'s age calculation
+    (§4.2.3), which does not store it.
     """
     cc = parse_cache_control(fresh.get("cache-control"))
     updates = _stored_headers(fresh, cc, False)
@@ -467,6 +469,8 @@ def merge_304_headers(
             merged[name] = value
     if received_at is not None and "date" not in fresh:
         merged["date"] = formatdate(received_at, usegmt=True)
+    if "age" in fresh:
+        merged["age"] = fresh["age"]
     return merged
 
 
