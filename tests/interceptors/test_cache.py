@@ -12,6 +12,7 @@ from typing import Any
 
 import gevent
 import pytest
+from cachekit import counting, get
 
 import greenhttp
 from greenhttp import interceptors
@@ -26,23 +27,6 @@ def wait_for(predicate, timeout=5.0, what="condition"):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         gevent.sleep(0.005)
-
-
-def counting(*headers, body=b"payload", status="200 OK"):
-    """A reply giving every request the same answer plus ``X-N: <request number>``."""
-    n = 0
-
-    def reply(req):
-        nonlocal n
-        n += 1
-        return status, [*headers, ("X-N", str(n))], body
-
-    return reply
-
-
-def get(d, path="/", **kw):
-    r = d.request(path=path, **kw)
-    return r.status_code, r.headers, r.body.bytes()
 
 
 def test_a_fresh_response_is_served_from_the_store(origin, make_client, store):

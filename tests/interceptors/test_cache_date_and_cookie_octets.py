@@ -13,25 +13,10 @@ from email.utils import formatdate, parsedate_to_datetime
 
 import gevent
 import pytest
+from cachekit import counting, get
 
 from greenhttp import interceptors
 from greenhttp._core.cache_policy import cache_key, invalidation_paths
-
-
-def counting(*headers, body=b"payload", status="200 OK"):
-    n = 0
-
-    def reply(req):
-        nonlocal n
-        n += 1
-        return status, [*headers, ("X-N", str(n))], body
-
-    return reply
-
-
-def get(d, path="/", **kw):
-    r = d.request(path=path, **kw)
-    return r.status_code, r.headers, r.body.bytes()
 
 
 def _date(value: str) -> float:
