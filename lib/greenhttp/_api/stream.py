@@ -119,6 +119,10 @@ class PipelineDuplex:
         except BaseException as exc:
             self._error = exc
             self._ready.set_exception(exc)
+            # Nothing reads the body queue any more: free a writer blocked on a full
+            # queue (its next write() raises the error).
+            while not self._queue.empty():
+                self._queue.get_nowait()
 
     # -- request side ---------------------------------------------------------
     def write(self, data: Any) -> None:
