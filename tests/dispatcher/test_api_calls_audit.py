@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gevent
+import gevent.event
 import pytest
 
 import greenhttp
 from greenhttp import errors
 from greenhttp._abort import AbortController
+from testkit import serve_forever
 
 
 def test_pipeline_writer_blocked_on_full_queue_is_released_when_request_fails(make_client):
@@ -55,3 +57,154 @@ def test_pipeline_writer_blocked_is_released_by_close(make_server, make_client):
     done = g.dead
     g.kill()
     assert done and outcome, "a writer blocked in write() was not released by close()"
+
+
+# ---------------------------------------------------------------------------
+# request(): options, body mixins, signal
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("high_water_mark", -1), ("high_water_mark", 1.5), ("response_headers", "bogus"), ("on_info", 42)],
+)
+def test_request_invalid_option_names_option_and_value(make_server, make_client, option, value):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        client.request("/", **{option: value})
+    assert repr(value) in str(info.value)
+    assert server.accepted == 0 or not server.requests
+
+
+def test_request_invalid_signal_is_invalid_argument(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    with pytest.raises(errors.InvalidArgumentError):
+        client.request("/", signal=42)
+    assert client.request("/").body.bytes() == b"ok"
+
+
+def test_body_second_mixin_is_unusable_and_mixins_decode(make_server, make_client):
+    server = make_server(serve_forever(b'\xef\xbb\xbf{"a": 1}', headers=[("Content-Type", "application/json")]))
+    client = make_client(server.origin)
+    r = client.request("/")
+    assert r.body.json() == {"a": 1}
+    for again in (r.body.text, r.body.bytes, r.body.json, r.body.blob, r.body.array_buffer):
+        with pytest.raises(TypeError, match="unusable"):
+            again()
+    b = client.request("/").body.blob()
+    assert b.type == "application/json" and b.size == 11
+    r = client.request("/")
+    assert r.body.read(2) == b"\xef\xbb"
+    with pytest.raises(TypeError, match="unusable"):
+        r.body.text()
+    r.body.close()
+
+
+def test_with_block_dumps_unread_body_and_reuses_connection(make_server, make_client):
+    server = make_server(serve_forever(b"x" * 5000))
+    client = make_client(server.origin)
+    for _ in range(3):
+        with client.request("/") as r:
+            assert r.status_code == 200
+        with pytest.raises(TypeError, match="unusable"):
+            r.body.bytes()
+    assert server.accepted == 1 and len(server.requests) == 3
+
+
+def test_signal_already_aborted_sends_nothing_and_raises_reason(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    ac = AbortController()
+    reason = ValueError("stop")
+    ac.abort(reason)
+    with pytest.raises(ValueError) as info:
+        client.request("/", signal=ac.signal)
+    assert info.value is reason
+    assert client.request("/").body.bytes() == b"ok"
+    assert len(server.requests) == 1
+    assert ac.signal._listeners == []
+
+
+def test_signal_abort_while_waiting_for_head_delivers_reason(make_server, make_client):
+    got_head = gevent.event.Event()
+
+    def handler(conn):
+        conn.read_request()
+        got_head.set()
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    ac = AbortController()
+    reason = KeyError("k")
+    gevent.spawn(lambda: (got_head.wait(3), ac.abort(reason)))
+    with gevent.Timeout(3):
+        with pytest.raises(KeyError) as info:
+            client.request("/", signal=ac.signal)
+    assert info.value is reason
+    assert server.conns[0].eof.wait(3)
+
+
+def test_signal_abort_during_body_fails_the_read_with_reason(make_server, make_client):
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    ac = AbortController()
+    r = client.request("/", signal=ac.signal)
+    assert r.body.read(3) == b"abc"
+    reason = RuntimeError("late")
+    gevent.spawn_later(0.02, ac.abort, reason)
+    with gevent.Timeout(3):
+        with pytest.raises(RuntimeError) as info:
+            r.body.read(3)
+    assert info.value is reason
+    assert server.conns[0].eof.wait(3)
+
+
+def test_request_dispatch_error_does_not_leave_listener_on_signal(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    ac = AbortController()
+    with pytest.raises(errors.InvalidArgumentError):
+        client.request("/", headers={"bad name": "x"}, signal=ac.signal)
+    assert ac.signal._listeners == []
+
+
+def test_callback_form_called_exactly_once_on_error_with_opaque(make_client):
+    client = make_client("http://127.0.0.1:1")
+    calls = []
+    done = gevent.event.Event()
+
+    def cb(err, data):
+        calls.append((err, data))
+        done.set()
+
+    client.request("/", opaque="op", callback=cb)
+    assert done.wait(3)
+    gevent.sleep(0.05)
+    assert len(calls) == 1
+    err, data = calls[0]
+    assert data is None and isinstance(err, Exception) and err.opaque == "op"
+
+
+def test_raw_response_headers_and_trailers(make_server, make_client):
+    def handler(conn):
+        conn.read_request()
+        conn.send(
+            b"HTTP/1.1 200 OK\r\nX-Case: A\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n"
+            b"3\r\nabc\r\n0\r\nX-T: v\r\n\r\n"
+        )
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    r = client.request("/", response_headers="raw")
+    assert r.headers[:2] == [b"X-Case", b"A"]
+    assert r.body.bytes() == b"abc"
+    assert r.trailers == {"x-t": "v"}
