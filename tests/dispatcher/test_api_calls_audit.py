@@ -9,7 +9,7 @@ import pytest
 import greenhttp
 from greenhttp import errors
 from greenhttp._abort import AbortController
-from testkit import serve_forever
+from testkit import serve_forever, wait_for
 
 
 def test_pipeline_writer_blocked_on_full_queue_is_released_when_request_fails(make_client):
@@ -208,3 +208,158 @@ def test_raw_response_headers_and_trailers(make_server, make_client):
     assert r.headers[:2] == [b"X-Case", b"A"]
     assert r.body.bytes() == b"abc"
     assert r.trailers == {"x-t": "v"}
+
+
+# ---------------------------------------------------------------------------
+# dispatch() with a custom handler: the controller
+# ---------------------------------------------------------------------------
+
+
+class Recorder:
+    def __init__(self, **hooks):
+        self.calls = []
+        self.hooks = hooks
+        self.done = gevent.event.Event()
+        self.controller = None
+
+    def _hook(self, name, *args):
+        fn = self.hooks.get(name)
+        if fn is not None:
+            fn(self, *args)
+
+    def on_request_start(self, controller, context):
+        self.controller = controller
+        self.calls.append(("start",))
+        self._hook("start", controller)
+
+    def on_response_start(self, controller, status_code, headers, status_message):
+        self.calls.append(("head", status_code, dict(headers), status_message))
+        self._hook("head", controller)
+
+    def on_response_data(self, controller, chunk):
+        self.calls.append(("data", bytes(chunk)))
+        self._hook("data", controller)
+
+    def on_response_end(self, controller, trailers):
+        self.calls.append(("end", dict(trailers)))
+        self._hook("end", controller)
+        self.done.set()
+
+    def on_response_error(self, controller, err):
+        self.calls.append(("error", err))
+        self.done.set()
+
+
+def test_on_request_start_abort_sends_nothing_and_errors_once(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    reason = ValueError("no")
+    h = Recorder(start=lambda self, c: c.abort(reason))
+    client.dispatch({"path": "/", "method": "GET"}, h)
+    assert h.done.wait(3)
+    gevent.sleep(0.05)
+    assert [c[0] for c in h.calls] == ["start", "error"]
+    assert h.calls[1][1] is reason
+    assert h.controller.aborted and h.controller.reason is reason
+    assert client.request("/").body.bytes() == b"ok"
+    assert len(server.requests) == 1
+
+
+def test_on_response_start_gets_status_message_and_headers_then_trailers(make_server, make_client):
+    def handler(conn):
+        conn.read_request()
+        conn.send(
+            b"HTTP/1.1 299 Quite Fine\r\nX-A: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"2\r\nhi\r\n0\r\nX-T: t\r\n\r\n"
+        )
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    h = Recorder()
+    client.dispatch({"path": "/", "method": "GET"}, h)
+    assert h.done.wait(3)
+    gevent.sleep(0.02)
+    assert h.calls[1][:2] == ("head", 299) and h.calls[1][3] == "Quite Fine" and h.calls[1][2]["x-a"] == "1"
+    assert h.calls[2:] == [("data", b"hi"), ("end", {"x-t": "t"})]
+    assert h.controller.raw_trailers == [b"X-T", b"t"]
+
+
+def test_pause_stops_delivery_until_resume(make_server, make_client):
+    release = gevent.event.Event()
+
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nab")
+        release.wait(3)
+        conn.send(b"cd")
+        gevent.sleep(0.01)
+        conn.send(b"ef")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    h = Recorder(data=lambda self, c: c.pause())
+    client.dispatch({"path": "/", "method": "GET"}, h)
+    wait_for(lambda: ("data", b"ab") in h.calls, 3)
+    assert h.controller.paused
+    release.set()
+    gevent.sleep(0.1)
+    assert [c for c in h.calls if c[0] == "data"] == [("data", b"ab")]
+    h.hooks.clear()
+    h.controller.resume()
+    assert h.done.wait(3)
+    assert b"".join(c[1] for c in h.calls if c[0] == "data") == b"abcdef"
+    assert not h.controller.paused
+
+
+def test_abort_after_end_is_not_an_error(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    h = Recorder(end=lambda self, c: c.abort(ValueError("late")))
+    client.dispatch({"path": "/", "method": "GET"}, h)
+    assert h.done.wait(3)
+    h.controller.abort(ValueError("later"))
+    gevent.sleep(0.05)
+    assert [c[0] for c in h.calls] == ["start", "head", "data", "end"]
+
+
+def test_on_response_data_raising_aborts_with_that_error_once(make_server, make_client):
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nab")
+        gevent.sleep(0.02)
+        conn.send(b"cdef")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    boom = ZeroDivisionError("x")
+
+    def raise_(self, c):
+        raise boom
+
+    h = Recorder(data=raise_)
+    client.dispatch({"path": "/", "method": "GET"}, h)
+    assert h.done.wait(3)
+    gevent.sleep(0.05)
+    assert [c[0] for c in h.calls] == ["start", "head", "data", "error"]
+    assert h.calls[-1][1] is boom
+
+
+def test_on_response_end_raising_goes_to_on_response_error(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    boom = ZeroDivisionError("x")
+
+    def raise_(self, c):
+        raise boom
+
+    h = Recorder(end=raise_)
+    h.done = gevent.event.Event()
+    client.dispatch({"path": "/", "method": "GET"}, h)
+    wait_for(lambda: h.calls and h.calls[-1][0] == "error", 3)
+    gevent.sleep(0.05)
+    assert [c[0] for c in h.calls] == ["start", "head", "data", "end", "error"]
+    assert h.calls[-1][1] is boom
+    assert client.request("/").body.bytes() == b"ok"
