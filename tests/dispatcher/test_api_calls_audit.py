@@ -6,7 +6,6 @@ import gevent
 import gevent.event
 import pytest
 
-import greenhttp
 from greenhttp import errors
 from greenhttp._abort import AbortController
 from testkit import serve_forever, wait_for
@@ -363,3 +362,72 @@ def test_on_response_end_raising_goes_to_on_response_error(make_server, make_cli
     assert [c[0] for c in h.calls] == ["start", "head", "data", "end", "error"]
     assert h.calls[-1][1] is boom
     assert client.request("/").body.bytes() == b"ok"
+
+
+# ---------------------------------------------------------------------------
+# upgrade() / connect(): a caller that gives up, signals
+# ---------------------------------------------------------------------------
+
+
+def _late_tunnel_server(make_server, answer: bytes):
+    answered = gevent.event.Event()
+    release = gevent.event.Event()
+
+    def handler(conn):
+        conn.read_head()
+        release.wait(3)
+        conn.send(answer)
+        answered.set()
+        conn.wait_closed()
+
+    return make_server(handler), release, answered
+
+
+@pytest.mark.parametrize("kind", ["connect", "upgrade"])
+def test_caller_timing_out_before_the_tunnel_does_not_leak_the_socket(make_server, make_client, kind):
+    answer = (
+        b"HTTP/1.1 200 Connection Established\r\n\r\n"
+        if kind == "connect"
+        else b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: Websocket\r\nConnection: Upgrade\r\n\r\n"
+    )
+    server, release, answered = _late_tunnel_server(make_server, answer)
+    client = make_client(server.origin)
+    call = (lambda: client.connect("example.com:443")) if kind == "connect" else (lambda: client.upgrade("/"))
+    with pytest.raises(gevent.Timeout):
+        with gevent.Timeout(0.1):
+            call()
+    release.set()
+    # The request was given up: the connection closes, the socket is not handed to nobody.
+    assert server.conns[0].eof.wait(3), "the abandoned tunnel socket was never closed"
+
+
+@pytest.mark.parametrize("kind", ["connect", "upgrade"])
+def test_signal_abort_while_waiting_for_tunnel(make_server, make_client, kind):
+    server, release, _answered = _late_tunnel_server(make_server, b"")
+    client = make_client(server.origin)
+    ac = AbortController()
+    reason = ValueError("stop")
+    gevent.spawn_later(0.05, ac.abort, reason)
+    with gevent.Timeout(3):
+        with pytest.raises(ValueError) as info:
+            if kind == "connect":
+                client.connect("example.com:443", signal=ac.signal)
+            else:
+                client.upgrade("/", signal=ac.signal)
+    assert info.value is reason
+    release.set()
+    assert server.conns[0].eof.wait(3)
+
+
+def test_connect_signal_listener_removed_after_tunnel(make_server, make_client):
+    server, release, _answered = _late_tunnel_server(make_server, b"HTTP/1.1 200 OK\r\n\r\n")
+    release.set()
+    client = make_client(server.origin)
+    ac = AbortController()
+    data = client.connect("example.com:443", signal=ac.signal)
+    try:
+        assert data.status_code == 200
+        ac.abort(ValueError("after"))
+        data.socket.sendall(b"ping")  # the tunnel is the caller's now: still usable
+    finally:
+        data.socket.close()

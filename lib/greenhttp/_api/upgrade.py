@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._runtime import Parker
-from ..errors import InvalidArgumentError, ResponseError, SocketError
+from ..errors import InvalidArgumentError, RequestAbortedError, ResponseError, SocketError
 from .request import bind_signal
 
 __all__ = ["UpgradeData", "ConnectData", "upgrade", "connect"]
@@ -56,6 +56,19 @@ class _UpgradeHandler:
         else:
             self.parker.set_exception(reason)
 
+    def give_up(self) -> None:
+        """The caller stopped waiting (a timeout, a kill): abort the request, or close
+        the socket it already got, which nobody will take now."""
+        parker = self.parker
+        if not parker.ready():
+            self.abort(RequestAbortedError())
+            return
+        try:
+            data = parker.get()
+        except BaseException:
+            return
+        data.socket.close()
+
     def on_request_start(self, controller: Any, context: Any) -> None:
         self.controller = controller
         self.context = context
@@ -92,10 +105,17 @@ def _run(dispatcher: Any, options: dict[str, Any], is_connect: bool) -> Any:
     if response_headers not in (None, "raw"):
         raise InvalidArgumentError(f"response_headers must be 'raw' or None, got {response_headers!r}")
     handler = _UpgradeHandler(opaque, response_headers == "raw", is_connect)
-    if signal is not None:
-        bind_signal(signal, handler.abort)
-    dispatcher.dispatch(options, handler)
-    return handler.parker.get()
+    unbind = bind_signal(signal, handler.abort) if signal is not None else None
+    try:
+        dispatcher.dispatch(options, handler)
+        return handler.parker.get()
+    except BaseException as exc:
+        if not isinstance(exc, Exception):
+            handler.give_up()
+        raise
+    finally:
+        if unbind is not None:
+            unbind()
 
 
 def upgrade(dispatcher: Any, options: dict[str, Any]) -> UpgradeData:
