@@ -431,3 +431,196 @@ def test_connect_signal_listener_removed_after_tunnel(make_server, make_client):
         data.socket.sendall(b"ping")  # the tunnel is the caller's now: still usable
     finally:
         data.socket.close()
+
+
+# ---------------------------------------------------------------------------
+# stream(), pipeline(), concurrency and killed greenlets
+# ---------------------------------------------------------------------------
+
+
+class Sink:
+    def __init__(self, fail_at: int = -1):
+        self.parts = []
+        self.closed = False
+        self.fail_at = fail_at
+
+    def write(self, data):
+        if len(self.parts) == self.fail_at:
+            raise OSError("disk full")
+        self.parts.append(bytes(data))
+
+    def close(self):
+        self.closed = True
+
+
+def _chunked_server(make_server, chunks=10):
+    def handler(conn):
+        while conn.read_request() is not None:
+            conn.send(b"HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for i in range(chunks):
+                part = b"%d" % i
+                conn.send(b"%x\r\n%s\r\n" % (len(part), part))
+            conn.send(b"0\r\nX-Done: yes\r\n\r\n")
+
+    return make_server(handler)
+
+
+def test_stream_factory_called_once_after_1xx_with_trailers_and_opaque(make_server, make_client):
+    server = _chunked_server(make_server)
+    client = make_client(server.origin)
+    seen, infos = [], []
+    sink = Sink()
+
+    def factory(data):
+        seen.append(data)
+        return sink
+
+    out = client.stream("/", factory=factory, opaque="o", on_info=infos.append)
+    assert len(seen) == 1 and seen[0].status_code == 200 and seen[0].opaque == "o"
+    assert [i["status_code"] for i in infos] == [102]
+    assert b"".join(sink.parts) == b"0123456789" and sink.closed
+    assert out.opaque == "o" and out.trailers == {"x-done": "yes"}
+
+
+@pytest.mark.parametrize("where", ["factory", "write"])
+def test_stream_factory_or_writable_error_propagates_once_and_client_recovers(make_server, make_client, where):
+    server = _chunked_server(make_server, chunks=200)
+    client = make_client(server.origin)
+    boom = OSError("nope")
+
+    def factory(data):
+        if where == "factory":
+            raise boom
+        return Sink(fail_at=3)
+
+    calls = []
+    done = gevent.event.Event()
+    client.stream("/", factory=factory, opaque="q", callback=lambda e, d: (calls.append((e, d)), done.set()))
+    assert done.wait(3)
+    gevent.sleep(0.05)
+    assert len(calls) == 1 and calls[0][1] is None
+    err = calls[0][0]
+    assert isinstance(err, OSError) and err.opaque == "q"
+    if where == "factory":
+        assert err is boom
+    sink = Sink()
+    client.stream("/", factory=lambda d: sink)
+    assert b"".join(sink.parts).startswith(b"0123")
+
+
+def test_many_greenlets_share_one_client(make_server, make_client):
+    def handler(conn):
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            conn.respond(req.target.encode())
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    results = {}
+
+    def one(i):
+        results[i] = client.request(f"/{i}").body.text()
+
+    with gevent.Timeout(5):
+        gevent.joinall([gevent.spawn(one, i) for i in range(50)], raise_error=True)
+    assert results == {i: f"/{i}" for i in range(50)}
+
+
+def test_greenlet_killed_waiting_for_head_aborts_and_others_proceed(make_server, make_client):
+    first = gevent.event.Event()
+
+    def handler(conn):
+        req = conn.read_request()
+        if req.target == "/hang":
+            first.set()
+            conn.wait_closed()
+            return
+        conn.respond(b"ok")
+        while conn.read_request() is not None:
+            conn.respond(b"ok")
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    g = gevent.spawn(client.request, "/hang")
+    assert first.wait(3)
+    g.kill(block=True, timeout=3)
+    assert g.dead
+    assert server.conns[0].eof.wait(3)
+    assert client.request("/next").body.bytes() == b"ok"
+
+
+def test_greenlet_killed_mid_body_then_close_frees_connection(make_server, make_client):
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    r = client.request("/")
+    g = gevent.spawn(r.body.bytes)
+    gevent.sleep(0.02)
+    g.kill(block=True, timeout=3)
+    r.body.close()
+    assert server.conns[0].eof.wait(3)
+
+
+def test_high_water_mark_zero_still_delivers_the_body(make_server, make_client):
+    server = _chunked_server(make_server, chunks=30)
+    client = make_client(server.origin)
+    r = client.request("/", high_water_mark=0)
+    got = b""
+    with gevent.Timeout(3):
+        while True:
+            part = r.body.read(1)
+            if not part:
+                break
+            got += part
+    assert got == b"".join(b"%d" % i for i in range(30))
+    assert r.trailers == {"x-done": "yes"}
+
+
+def test_pipeline_handler_error_fails_read_and_write(make_server, make_client):
+    def handler(conn):
+        conn.read_head()
+        conn.respond(b"early")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    boom = LookupError("handler")
+
+    def bad(data):
+        raise boom
+
+    duplex = client.pipeline("/", "POST", handler=bad)
+    with gevent.Timeout(3):
+        with pytest.raises(LookupError):
+            duplex.read()
+        with pytest.raises(LookupError):
+            for _ in range(100):
+                duplex.write(b"x")
+    duplex.close()
+    assert server.conns[0].eof.wait(3)
+
+
+def test_pipeline_signal_abort(make_server, make_client):
+    def handler(conn):
+        conn.read_head()
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    ac = AbortController()
+    duplex = client.pipeline("/", "POST", handler=lambda d: d.body, signal=ac.signal)
+    duplex.write(b"abc")
+    reason = ValueError("cut")
+    gevent.spawn_later(0.05, ac.abort, reason)
+    with gevent.Timeout(3):
+        with pytest.raises(ValueError) as info:
+            duplex.read()
+    assert info.value is reason
+    duplex.close()
+    assert server.conns[0].eof.wait(3)

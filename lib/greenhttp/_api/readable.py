@@ -116,7 +116,8 @@ class BodyReadable:
 
     def _resume_if_low(self) -> None:
         controller = self._controller
-        if controller is not None and controller.paused and (self._read_all or self._size < self._hwm):
+        # An empty buffer resumes even with high_water_mark=0, where nothing is below the mark.
+        if controller is not None and controller.paused and (self._read_all or self._size < self._hwm or not self._size):
             controller.resume()
 
     def _take_use(self) -> None:
