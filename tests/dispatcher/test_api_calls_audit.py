@@ -624,3 +624,25 @@ def test_pipeline_signal_abort(make_server, make_client):
     assert info.value is reason
     duplex.close()
     assert server.conns[0].eof.wait(3)
+
+
+def test_with_block_left_by_a_timeout_does_not_wait_for_the_body(make_server, make_client):
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    outer = gevent.Timeout(2)
+    outer.start()
+    try:
+        with pytest.raises(gevent.Timeout) as info:
+            with gevent.Timeout(0.05):
+                with client.request("/") as r:
+                    r.body.bytes()
+        # The inner timeout, not the outer one: leaving the block did not block on the body.
+        assert info.value is not outer
+    finally:
+        outer.cancel()
+    assert server.conns[0].eof.wait(3)

@@ -43,9 +43,13 @@ class ResponseData:
     def __enter__(self) -> ResponseData:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         body = self.body
-        if not body._ended:
+        if exc_type is not None and not issubclass(exc_type, Exception):
+            # Left by a timeout or a kill: the caller gave up, so waiting for the
+            # rest of the body (dump) would block past it. Abort instead.
+            body.close()
+        elif not body._ended:
             body.dump()
         body._closed = True
 
