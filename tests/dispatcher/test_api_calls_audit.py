@@ -646,3 +646,24 @@ def test_with_block_left_by_a_timeout_does_not_wait_for_the_body(make_server, ma
     finally:
         outer.cancel()
     assert server.conns[0].eof.wait(3)
+
+
+def test_callback_that_raises_destroys_the_body(make_server, make_client):
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    seen = []
+
+    def cb(err, data):
+        seen.append(data)
+        raise RuntimeError("user callback failed")
+
+    client.request("/", callback=cb)
+    wait_for(lambda: seen, 3)
+    # The body nobody can read any more is destroyed: the connection is freed.
+    assert server.conns[0].eof.wait(3)
+    assert seen[0].body._closed

@@ -214,6 +214,12 @@ def run_with_callback(fn: Callable[[], Any], callback: Callable[[Any, Any], Any]
                 exc.opaque = opaque  # type: ignore[attr-defined]
             callback(exc, None)
             return
-        callback(None, value)
+        try:
+            callback(None, value)
+        except BaseException:
+            # Nobody can read the body now: destroy it so it does not hold the connection.
+            if isinstance(value, ResponseData):
+                value.body.close()
+            raise
 
     spawn(run)
