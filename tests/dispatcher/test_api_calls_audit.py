@@ -667,3 +667,58 @@ def test_callback_that_raises_destroys_the_body(make_server, make_client):
     # The body nobody can read any more is destroyed: the connection is freed.
     assert server.conns[0].eof.wait(3)
     assert seen[0].body._closed
+
+
+def test_one_signal_many_requests_leaves_no_listeners(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    ac = AbortController()
+    for _ in range(3):
+        assert client.request("/", signal=ac.signal).body.bytes() == b"ok"
+        with client.request("/", signal=ac.signal) as r:
+            assert r.status_code == 200
+        sink = Sink()
+        client.stream("/", factory=lambda d: sink, signal=ac.signal)
+    assert ac.signal._listeners == []
+    ac.abort()  # nothing left to abort: no error anywhere
+    assert client.request("/").body.bytes() == b"ok"
+
+
+def test_controller_abort_default_reason_and_idempotent(make_server, make_client):
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    first = []
+
+    def on_data(self, c):
+        c.abort()
+        first.append(c.reason)
+        c.abort(ValueError("second"))
+
+    h = Recorder(data=on_data)
+    client.dispatch({"path": "/", "method": "GET"}, h)
+    assert h.done.wait(3)
+    gevent.sleep(0.05)
+    errs = [c[1] for c in h.calls if c[0] == "error"]
+    assert len(errs) == 1 and isinstance(errs[0], errors.RequestAbortedError)
+    assert h.controller.reason is first[0] and h.controller.aborted
+    assert server.conns[0].eof.wait(3)
+
+
+def test_refused_connection_errors_once_with_no_data(make_client):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    client = make_client(f"http://127.0.0.1:{port}")
+    h = Recorder()
+    client.dispatch({"path": "/", "method": "GET"}, h)
+    assert h.done.wait(3)
+    gevent.sleep(0.05)
+    assert [c[0] for c in h.calls if c[0] != "start"] == ["error"]
