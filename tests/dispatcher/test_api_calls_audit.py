@@ -677,8 +677,7 @@ def test_one_signal_many_requests_leaves_no_listeners(make_server, make_client):
         assert client.request("/", signal=ac.signal).body.bytes() == b"ok"
         with client.request("/", signal=ac.signal) as r:
             assert r.status_code == 200
-        sink = Sink()
-        client.stream("/", factory=lambda d: sink, signal=ac.signal)
+        client.stream("/", factory=lambda d: Sink(), signal=ac.signal)
     assert ac.signal._listeners == []
     ac.abort()  # nothing left to abort: no error anywhere
     assert client.request("/").body.bytes() == b"ok"
