@@ -721,3 +721,26 @@ def test_refused_connection_errors_once_with_no_data(make_client):
     assert h.done.wait(3)
     gevent.sleep(0.05)
     assert [c[0] for c in h.calls if c[0] != "start"] == ["error"]
+
+
+def test_pipeline_writer_not_stuck_after_early_complete_response(make_server, make_client):
+    def handler(conn):
+        conn.read_head()
+        conn.respond(b"early")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    duplex = client.pipeline("/", "POST", handler=lambda d: d.body)
+    assert duplex.read() == b"early"
+    outcome = []
+    with gevent.Timeout(3, False):
+        try:
+            for _ in range(1000):
+                duplex.write(b"x" * 65536)
+            outcome.append("all written")
+        except Exception as exc:  # noqa: BLE001
+            outcome.append(exc)
+    duplex.close()
+    assert outcome == ["all written"], "write() blocked forever after the response had completed"
+    assert server.conns[0].eof.wait(3)

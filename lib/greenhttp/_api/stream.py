@@ -88,6 +88,7 @@ class PipelineDuplex:
         self._error: BaseException | None = None
         self._ended = False
         self._closed = False
+        self._body_gone = False  # the connection will take no more of the request body
         self._response: ResponseData | None = None
         self._source: Iterator[bytes] | None = None
         self._buffer = b""
@@ -96,11 +97,19 @@ class PipelineDuplex:
         self._greenlet = spawn(self._run, dispatcher, options, handler)
 
     def _body_chunks(self) -> Iterator[bytes]:
-        while True:
-            item = self._queue.get()
-            if item is _END:
-                return
-            yield item
+        try:
+            while True:
+                item = self._queue.get()
+                if item is _END:
+                    return
+                yield item
+        finally:
+            # Closed by the connection (the response ended before the body was all
+            # sent): later writes are dropped, as the original's, and a writer
+            # blocked on the full queue is freed.
+            self._body_gone = True
+            while not self._queue.empty():
+                self._queue.get_nowait()
 
     def _run(self, dispatcher: Any, options: dict[str, Any], handler: Callable[[PipelineData], Any]) -> None:
         try:
@@ -131,6 +140,8 @@ class PipelineDuplex:
             raise InvalidArgumentError("write after end")
         if self._error is not None:
             raise self._error
+        if self._body_gone:
+            return
         if isinstance(data, str):
             data = data.encode("utf-8")
         self._queue.put(bytes(data))

@@ -363,6 +363,9 @@ class H1Connection:
                 if item is _NO_MORE:
                     break
                 if req.done:
+                    # The response ended first: the rest of the body is never sent. Close
+                    # the source, so a producer waiting on it (a pipeline) learns so.
+                    stream.close()
                     return
                 chunk = to_bytes_chunk(item)
             except GreenletExit:
