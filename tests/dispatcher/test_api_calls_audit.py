@@ -10,6 +10,8 @@ from greenhttp import errors
 from greenhttp._abort import AbortController
 from testkit import serve_forever, wait_for
 
+pytest_plugins = ["h2_support.fixtures"]
+
 
 def test_pipeline_writer_blocked_on_full_queue_is_released_when_request_fails(make_client):
     # Nothing listens: the request fails while the writer is blocked on a full body queue.
@@ -744,3 +746,25 @@ def test_pipeline_writer_not_stuck_after_early_complete_response(make_server, ma
     duplex.close()
     assert outcome == ["all written"], "write() blocked forever after the response had completed"
     assert server.conns[0].eof.wait(3)
+
+
+def test_pipeline_writer_not_stuck_after_early_complete_response_h2(make_h2_server, make_h2c):
+    def handler(conn):
+        while True:
+            req = conn.opened.get(timeout=3)
+            if req is None:
+                return
+            conn.respond(req.stream_id, body=b"early")
+
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin)
+    duplex = client.pipeline("/", "POST", handler=lambda d: d.body)
+    assert duplex.read() == b"early"
+    outcome = []
+    with gevent.Timeout(3, False):
+        for _ in range(100):
+            duplex.write(b"x" * 1024)
+        outcome.append("all written")
+    duplex.close()
+    assert outcome == ["all written"], "write() blocked forever after the response had completed"
+    assert client.request("/again").status_code == 200

@@ -293,6 +293,9 @@ class Uploads:
             try:
                 for item in body.chunks:
                     if stream.done or stream.local_closed:
+                        # The rest is never sent: close the source, so a producer
+                        # waiting on it (a pipeline) learns so.
+                        body.close()
                         return
                     chunk = to_bytes_chunk(item)
                     if not chunk:
@@ -301,6 +304,7 @@ class Uploads:
                     if declared is not None and written > declared:
                         raise RequestContentLengthMismatchError()
                     if not self.send_chunk(stream, chunk):
+                        body.close()
                         return
             except (RequestContentLengthMismatchError, GreenletExit):
                 raise
