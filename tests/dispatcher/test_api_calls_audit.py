@@ -768,3 +768,22 @@ def test_pipeline_writer_not_stuck_after_early_complete_response_h2(make_h2_serv
     duplex.close()
     assert outcome == ["all written"], "write() blocked forever after the response had completed"
     assert client.request("/again").status_code == 200
+
+
+def test_dump_signal_aborted_while_the_server_stalls(make_server, make_client):
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    r = client.request("/")
+    ac = AbortController()
+    reason = ValueError("enough")
+    gevent.spawn_later(0.05, ac.abort, reason)
+    with gevent.Timeout(2):
+        with pytest.raises(ValueError) as info:
+            r.body.dump(signal=ac.signal)
+    assert info.value is reason
+    assert server.conns[0].eof.wait(3)

@@ -264,11 +264,36 @@ class BodyReadable:
         self._limit = limit
         self._read_all = True
         self._resume_if_low()
-        while not self._ended and not self._closed:
-            self._wait()
-            if signal is not None and signal.aborted:
-                self.close()
-                raise signal.reason if isinstance(signal.reason, BaseException) else AbortError()
+        unbind = self._wake_on_abort(signal) if signal is not None else None
+        try:
+            while not self._ended and not self._closed:
+                if signal is not None and signal.aborted:
+                    self.close()
+                    raise signal.reason if isinstance(signal.reason, BaseException) else AbortError()
+                self._wait()
+        finally:
+            if unbind is not None:
+                unbind()
+
+    def _wake_on_abort(self, signal: Any) -> Any:
+        """Wake a waiting dump() when ``signal`` aborts (a stalled server sends nothing
+        that would). Returns a function that removes the listener, or None."""
+
+        def wake(*_args: Any) -> None:
+            parker = self._parker
+            if parker is not None:
+                self._parker = None
+                parker.set()
+
+        if hasattr(signal, "add_event_listener"):
+            signal.add_event_listener("abort", wake)
+            remove = getattr(signal, "remove_event_listener", None)
+            return (lambda: remove("abort", wake)) if remove is not None else None
+        if hasattr(signal, "on"):
+            signal.on("abort", wake)
+            off = getattr(signal, "off", None) or getattr(signal, "remove_listener", None)
+            return (lambda: off("abort", wake)) if off is not None else None
+        return None
 
     def _abort(self, err: BaseException) -> None:
         self._closed = True
