@@ -787,3 +787,46 @@ def test_dump_signal_aborted_while_the_server_stalls(make_server, make_client):
             r.body.dump(signal=ac.signal)
     assert info.value is reason
     assert server.conns[0].eof.wait(3)
+
+
+def test_greenlet_killed_while_queued_never_sends_its_request(make_server, make_client):
+    release = gevent.event.Event()
+
+    def handler(conn):
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            if req.target == "/slow":
+                release.wait(3)
+            conn.respond(req.target.encode())
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    first = gevent.spawn(lambda: client.request("/slow").body.bytes())
+    wait_for(lambda: server.requests, 3)
+    queued = gevent.spawn(client.request, "/queued")
+    gevent.sleep(0.02)
+    queued.kill(block=True, timeout=3)
+    release.set()
+    assert first.get(timeout=3) == b"/slow"
+    assert client.request("/after").body.bytes() == b"/after"
+    assert [r.target for r in server.requests] == ["/slow", "/after"]
+
+
+def test_event_emitter_signal(make_server, make_client):
+    from greenhttp._emitter import EventEmitter
+
+    def handler(conn):
+        conn.read_request()
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    ee = EventEmitter()
+    gevent.spawn_later(0.05, ee.emit, "abort")
+    with gevent.Timeout(3):
+        with pytest.raises(errors.RequestAbortedError):
+            client.request("/", signal=ee)
+    assert server.conns[0].eof.wait(3)
+    assert ee.listener_count("abort") == 0
