@@ -830,3 +830,65 @@ def test_event_emitter_signal(make_server, make_client):
             client.request("/", signal=ee)
     assert server.conns[0].eof.wait(3)
     assert ee.listener_count("abort") == 0
+
+
+@pytest.mark.parametrize("h2", [False, True])
+def test_abort_while_paused_errors_once_and_frees_the_connection(make_server, make_client, make_h2_server, make_h2c, h2):
+    if h2:
+
+        def h2_handler(conn):
+            while True:
+                req = conn.opened.get(timeout=3)
+                if req is None:
+                    return
+                if req.path == "/":
+                    conn.send_headers(req.stream_id, 200, [("content-length", "10")])
+                    conn.send_body(req.stream_id, b"ab", end=False)
+                else:
+                    conn.respond(req.stream_id, body=b"ok")
+
+        server = make_h2_server(h2_handler)
+        client = make_h2c(server.origin)
+    else:
+
+        def handler(conn):
+            conn.read_request()
+            conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab")
+            gevent.sleep(0.05)
+            conn.send(b"cd")
+            conn.wait_closed()
+
+        server = make_server(handler)
+        client = make_client(server.origin)
+    h = Recorder(data=lambda self, c: c.pause())
+    client.dispatch({"path": "/", "method": "GET"}, h)
+    wait_for(lambda: any(c[0] == "data" for c in h.calls), 3)
+    gevent.sleep(0.1)
+    reason = ValueError("from elsewhere")
+    h.controller.abort(reason)
+    assert h.done.wait(3)
+    gevent.sleep(0.05)
+    assert [c[0] for c in h.calls] == ["start", "head", "data", "error"]
+    assert h.calls[-1][1] is reason
+    if h2:
+        assert client.request("/other").body.bytes() == b"ok"
+    else:
+        assert server.conns[0].eof.wait(3)
+
+
+@pytest.mark.parametrize("call", ["request", "upgrade"])
+def test_dispatch_raising_synchronously_leaves_no_signal_listener(make_server, make_client, call):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+
+    def interceptor(dispatch):
+        def refuse(opts, handler):
+            raise LookupError("refused by interceptor")
+
+        return refuse
+
+    composed = client.compose(interceptor)
+    ac = AbortController()
+    with pytest.raises(LookupError):
+        getattr(composed, call)("/", signal=ac.signal)
+    assert ac.signal._listeners == []

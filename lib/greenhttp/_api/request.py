@@ -188,7 +188,13 @@ def request(dispatcher: Any, options: dict[str, Any]) -> ResponseData:
             handler.unbind = bind_signal(signal, handler.abort)
     else:
         handler = RequestHandler(None, None, False, 65536)
-    dispatcher.dispatch(options, handler)
+    try:
+        dispatcher.dispatch(options, handler)
+    except BaseException:
+        # Raised before any handler callback could unbind the signal (an interceptor).
+        if handler.unbind is not None:
+            handler.unbind()
+        raise
     try:
         data: ResponseData = handler.get()
         return data
