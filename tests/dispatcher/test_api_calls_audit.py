@@ -892,3 +892,14 @@ def test_dispatch_raising_synchronously_leaves_no_signal_listener(make_server, m
     with pytest.raises(LookupError):
         getattr(composed, call)("/", signal=ac.signal)
     assert ac.signal._listeners == []
+
+
+def test_blob_type_and_text_follow_the_file_api():
+    from greenhttp._core.blob import Blob
+
+    # A type with a character outside U+0020..U+007E becomes "" (File API, Blob constructor).
+    assert Blob([b"x"], type="text/plain\n").type == ""
+    assert Blob([b"x"], type="Text/Plain").type == "text/plain"
+    # text() is "UTF-8 decode": a leading BOM is dropped, bad bytes are replaced.
+    assert Blob([b"\xef\xbb\xbfhi\xff"]).text() == "hi\ufffd"
+    assert Blob([b"abcdef"]).slice(-3, -1).bytes() == b"de"

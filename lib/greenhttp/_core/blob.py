@@ -24,7 +24,8 @@ class Blob:
             else:
                 chunks.append(bytes(part))
         self._data: builtins.bytes = b"".join(chunks)
-        self.type = type.lower() if type.isascii() else ""
+        # File API: a type with any character outside U+0020..U+007E becomes "".
+        self.type = type.lower() if type.isascii() and type.isprintable() else ""
 
     @property
     def size(self) -> int:
@@ -38,7 +39,10 @@ class Blob:
         return self._data
 
     def text(self) -> str:
-        return self._data.decode("utf-8", errors="replace")
+        data = self._data
+        if data.startswith(b"\xef\xbb\xbf"):  # "UTF-8 decode" drops a leading BOM
+            data = data[3:]
+        return data.decode("utf-8", errors="replace")
 
     def slice(self, start: int = 0, end: int | None = None, content_type: str = "") -> Blob:
         return Blob([self._data[start:end]], type=content_type)
