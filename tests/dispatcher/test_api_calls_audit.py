@@ -903,3 +903,40 @@ def test_blob_type_and_text_follow_the_file_api():
     # text() is "UTF-8 decode": a leading BOM is dropped, bad bytes are replaced.
     assert Blob([b"\xef\xbb\xbfhi\xff"]).text() == "hi\ufffd"
     assert Blob([b"abcdef"]).slice(-3, -1).bytes() == b"de"
+
+
+def test_stream_signal_abort_mid_body_raises_reason(make_server, make_client):
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    ac = AbortController()
+    sink = Sink()
+    reason = ValueError("abort stream")
+    gevent.spawn_later(0.05, ac.abort, reason)
+    with gevent.Timeout(3):
+        with pytest.raises(ValueError) as info:
+            client.stream("/", factory=lambda d: sink, signal=ac.signal)
+    assert info.value is reason
+    assert sink.parts == [b"ab"]
+    assert server.conns[0].eof.wait(3)
+
+
+def test_stream_empty_body_and_head(make_server, make_client):
+    def handler(conn):
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            conn.send(b"HTTP/1.1 204 No Content\r\n\r\n" if req.method == "GET" else b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    for method in ("GET", "HEAD"):
+        sink = Sink()
+        out = client.stream("/", method, factory=lambda d: sink, opaque=method)
+        assert sink.parts == [] and sink.closed and out.opaque == method
+    assert server.accepted == 1
