@@ -931,7 +931,10 @@ def test_stream_empty_body_and_head(make_server, make_client):
             req = conn.read_request()
             if req is None:
                 return
-            conn.send(b"HTTP/1.1 204 No Content\r\n\r\n" if req.method == "GET" else b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
+            if req.method == "GET":
+                conn.send(b"HTTP/1.1 204 No Content\r\n\r\n")
+            else:
+                conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
 
     server = make_server(handler)
     client = make_client(server.origin)
