@@ -940,6 +940,6 @@ def test_stream_empty_body_and_head(make_server, make_client):
     client = make_client(server.origin)
     for method in ("GET", "HEAD"):
         sink = Sink()
-        out = client.stream("/", method, factory=lambda d: sink, opaque=method)
+        out = client.stream("/", method, factory=lambda d, sink=sink: sink, opaque=method)
         assert sink.parts == [] and sink.closed and out.opaque == method
     assert server.accepted == 1
