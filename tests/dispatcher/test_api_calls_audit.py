@@ -943,3 +943,28 @@ def test_stream_empty_body_and_head(make_server, make_client):
         out = client.stream("/", method, factory=lambda d, sink=sink: sink, opaque=method)
         assert sink.parts == [] and sink.closed and out.opaque == method
     assert server.accepted == 1
+
+
+def test_dump_chunked_body_over_limit_closes_and_within_limit_reuses(make_server, make_client):
+    def handler(conn):
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            size = int(req.target[1:])
+            conn.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for _ in range(size // 1000):
+                conn.send(b"3e8\r\n" + b"z" * 1000 + b"\r\n")
+            conn.send(b"0\r\n\r\n")
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    with gevent.Timeout(3):
+        client.request("/5000").body.dump(limit=10000)
+        client.request("/5000").body.dump(limit=10000)
+        assert server.accepted == 1
+        r = client.request("/200000")
+        r.body.dump(limit=10000)
+        assert server.conns[0].eof.wait(3)
+        assert client.request("/1000").body.bytes() == b"z" * 1000
+    assert server.accepted == 2
