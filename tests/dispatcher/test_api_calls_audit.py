@@ -968,3 +968,29 @@ def test_dump_chunked_body_over_limit_closes_and_within_limit_reuses(make_server
         assert server.conns[0].eof.wait(3)
         assert client.request("/1000").body.bytes() == b"z" * 1000
     assert server.accepted == 2
+
+
+def test_pipeline_writer_released_when_connection_dies_mid_duplex(make_server, make_client):
+    def handler(conn):
+        conn.read_head()
+        conn.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n")
+        gevent.sleep(0.3)  # the client's writes fill the socket buffers meanwhile
+        conn.close()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    duplex = client.pipeline("/", "POST", handler=lambda d: d.body)
+    assert duplex.read(2) == b"hi"
+    outcome = []
+    with gevent.Timeout(3, False):
+        try:
+            for _ in range(2000):
+                duplex.write(b"x" * 65536)
+            outcome.append("all written")
+        except Exception as exc:  # noqa: BLE001
+            outcome.append(exc)
+    assert outcome, "write() blocked forever after the connection died"
+    with gevent.Timeout(3):
+        with pytest.raises(errors.GreenHTTPError):
+            duplex.read()
+    duplex.close()

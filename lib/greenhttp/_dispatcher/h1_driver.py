@@ -336,6 +336,10 @@ class H1Connection:
             else:
                 self._write_stream(req, head, stream)
         except GreenletExit:
+            if stream is not None and stream.used:
+                # The connection ended mid-body: the rest is never sent. Close the
+                # source, so a producer waiting on it (a pipeline) learns so.
+                stream.close()
             return
         except Exception as exc:  # the socket failed (OSError, or a custom socket's own), or a length mismatch
             self._fail_write(exc)
