@@ -994,3 +994,30 @@ def test_pipeline_writer_released_when_connection_dies_mid_duplex(make_server, m
         with pytest.raises(errors.GreenHTTPError):
             duplex.read()
     duplex.close()
+
+
+def test_pipeline_writer_released_when_h2_session_dies_mid_duplex(make_h2_server, make_h2c):
+    def handler(conn):
+        req = conn.opened.get(timeout=3)
+        conn.send_headers(req.stream_id, 200)
+        conn.send_body(req.stream_id, b"hi", end=False)
+        gevent.sleep(0.3)  # no WINDOW_UPDATE: the client's body stalls on flow control
+        conn.close()
+
+    server = make_h2_server(handler, auto_ack=False)
+    client = make_h2c(server.origin)
+    duplex = client.pipeline("/", "POST", handler=lambda d: d.body)
+    assert duplex.read(2) == b"hi"
+    outcome = []
+    with gevent.Timeout(3, False):
+        try:
+            for _ in range(200):
+                duplex.write(b"x" * 16384)
+            outcome.append("all written")
+        except Exception as exc:  # noqa: BLE001
+            outcome.append(exc)
+    assert outcome, "write() blocked forever after the session died"
+    with gevent.Timeout(3):
+        with pytest.raises(errors.GreenHTTPError):
+            duplex.read()
+    duplex.close()

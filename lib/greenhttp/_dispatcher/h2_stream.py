@@ -321,7 +321,8 @@ class Uploads:
         except RequestContentLengthMismatchError as exc:
             self._fail_stream(stream, exc)
         except GreenletExit:
-            pass
+            if body.used:
+                body.close()  # the session ended mid-body (see above)
         finally:
             self.greenlets.discard(getcurrent())
 
