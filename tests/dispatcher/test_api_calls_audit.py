@@ -1021,3 +1021,18 @@ def test_pipeline_writer_released_when_h2_session_dies_mid_duplex(make_h2_server
         with pytest.raises(errors.GreenHTTPError):
             duplex.read()
     duplex.close()
+
+
+@pytest.mark.parametrize("size", [5, 200000])
+def test_body_pieces_are_bytes(make_server, make_client, size):
+    server = make_server(serve_forever(b"y" * size))
+    client = make_client(server.origin)
+    r = client.request("/")
+    first = r.body.read(2)
+    rest = list(r.body)
+    assert type(first) is bytes and all(type(c) is bytes for c in rest)
+    assert len(first) + sum(map(len, rest)) == size
+    whole = client.request("/").body.bytes()
+    assert type(whole) is bytes and len(whole) == size
+    r = client.request("/")
+    assert type(r.body.read()) is bytes
