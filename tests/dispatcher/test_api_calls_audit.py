@@ -1036,3 +1036,14 @@ def test_body_pieces_are_bytes(make_server, make_client, size):
     assert type(whole) is bytes and len(whole) == size
     r = client.request("/")
     assert type(r.body.read()) is bytes
+
+
+def test_dispatch_invalid_option_goes_to_on_response_error_with_no_controller(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    h = Recorder()
+    assert client.dispatch({"path": "/", "method": "GET", "headers": {"bad name": "x"}}, h) is False
+    assert h.done.wait(3)
+    assert [c[0] for c in h.calls] == ["error"]
+    assert isinstance(h.calls[0][1], errors.InvalidArgumentError)
+    assert server.accepted == 0
