@@ -90,16 +90,17 @@ class BodyReadable:
 
     def _end(self) -> None:
         self._ended = True
-        parker = self._parker
-        if parker is not None:
-            self._parker = None
-            parker.set()
+        self._wake()
 
     def _fail(self, err: BaseException) -> None:
         if self._ended:
             return
         self._error = err
         self._ended = True
+        self._wake()
+
+    def _wake(self, _reason: Any = None) -> None:
+        """Wake the reader waiting for more (``_reason``: a dump()'s signal aborted)."""
         parker = self._parker
         if parker is not None:
             self._parker = None
@@ -264,7 +265,11 @@ class BodyReadable:
         self._limit = limit
         self._read_all = True
         self._resume_if_low()
-        unbind = self._wake_on_abort(signal) if signal is not None else None
+        unbind = None
+        if signal is not None:
+            from .request import bind_signal  # (that module imports this one)
+
+            unbind = bind_signal(signal, self._wake)
         try:
             while not self._ended and not self._closed:
                 if signal is not None and signal.aborted:
@@ -274,26 +279,6 @@ class BodyReadable:
         finally:
             if unbind is not None:
                 unbind()
-
-    def _wake_on_abort(self, signal: Any) -> Any:
-        """Wake a waiting dump() when ``signal`` aborts (a stalled server sends nothing
-        that would). Returns a function that removes the listener, or None."""
-
-        def wake(*_args: Any) -> None:
-            parker = self._parker
-            if parker is not None:
-                self._parker = None
-                parker.set()
-
-        if hasattr(signal, "add_event_listener"):
-            signal.add_event_listener("abort", wake)
-            remove = getattr(signal, "remove_event_listener", None)
-            return (lambda: remove("abort", wake)) if remove is not None else None
-        if hasattr(signal, "on"):
-            signal.on("abort", wake)
-            off = getattr(signal, "off", None) or getattr(signal, "remove_listener", None)
-            return (lambda: off("abort", wake)) if off is not None else None
-        return None
 
     def _abort(self, err: BaseException) -> None:
         self._closed = True
