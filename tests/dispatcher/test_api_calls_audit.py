@@ -970,6 +970,26 @@ def test_dump_chunked_body_over_limit_closes_and_within_limit_reuses(make_server
     assert server.accepted == 2
 
 
+def _writes_end_after_the_connection_died(duplex, count, size):
+    """The duplex read b"hi"; its connection dies while ``count`` writes of
+    ``size`` bytes go on: they end (dropped, or raising), never block, and a
+    read raises the connection's error."""
+    assert duplex.read(2) == b"hi"
+    outcome = []
+    with gevent.Timeout(3, False):
+        try:
+            for _ in range(count):
+                duplex.write(b"x" * size)
+            outcome.append("all written")
+        except Exception as exc:  # noqa: BLE001
+            outcome.append(exc)
+    assert outcome, "write() blocked forever after the connection died"
+    with gevent.Timeout(3):
+        with pytest.raises(errors.GreenHTTPError):
+            duplex.read()
+    duplex.close()
+
+
 def test_pipeline_writer_released_when_connection_dies_mid_duplex(make_server, make_client):
     def handler(conn):
         conn.read_head()
@@ -980,20 +1000,7 @@ def test_pipeline_writer_released_when_connection_dies_mid_duplex(make_server, m
     server = make_server(handler)
     client = make_client(server.origin)
     duplex = client.pipeline("/", "POST", handler=lambda d: d.body)
-    assert duplex.read(2) == b"hi"
-    outcome = []
-    with gevent.Timeout(3, False):
-        try:
-            for _ in range(2000):
-                duplex.write(b"x" * 65536)
-            outcome.append("all written")
-        except Exception as exc:  # noqa: BLE001
-            outcome.append(exc)
-    assert outcome, "write() blocked forever after the connection died"
-    with gevent.Timeout(3):
-        with pytest.raises(errors.GreenHTTPError):
-            duplex.read()
-    duplex.close()
+    _writes_end_after_the_connection_died(duplex, 2000, 65536)
 
 
 def test_pipeline_writer_released_when_h2_session_dies_mid_duplex(make_h2_server, make_h2c):
@@ -1007,20 +1014,7 @@ def test_pipeline_writer_released_when_h2_session_dies_mid_duplex(make_h2_server
     server = make_h2_server(handler, auto_ack=False)
     client = make_h2c(server.origin)
     duplex = client.pipeline("/", "POST", handler=lambda d: d.body)
-    assert duplex.read(2) == b"hi"
-    outcome = []
-    with gevent.Timeout(3, False):
-        try:
-            for _ in range(200):
-                duplex.write(b"x" * 16384)
-            outcome.append("all written")
-        except Exception as exc:  # noqa: BLE001
-            outcome.append(exc)
-    assert outcome, "write() blocked forever after the session died"
-    with gevent.Timeout(3):
-        with pytest.raises(errors.GreenHTTPError):
-            duplex.read()
-    duplex.close()
+    _writes_end_after_the_connection_died(duplex, 200, 16384)
 
 
 @pytest.mark.parametrize("size", [5, 200000])
