@@ -1,0 +1,359 @@
+"""Audit: dispatchers together: compose() order, composed dispatchers, interceptor
+chains, Pool events and lifecycle, Agent routing, the global dispatcher."""
+
+from __future__ import annotations
+
+import gzip
+
+import gevent
+import gevent.event
+import pytest
+
+import greenhttp
+from greenhttp import errors, interceptors
+
+
+def routes(table):
+    """A server handler answering by target: ``table[target] -> (status, headers, body)``."""
+
+    def handler(conn):
+        while (req := conn.read_request()) is not None:
+            status, headers, body = table[req.target]
+            conn.respond(body, status=status, headers=headers)
+
+    return handler
+
+
+def recording(log, name):
+    def interceptor(dispatch):
+        def wrapped(options, handler):
+            log.append(name)
+            return dispatch(options, handler)
+
+        return wrapped
+
+    return interceptor
+
+
+# -- compose() ----------------------------------------------------------------------------
+
+
+def test_compose_first_interceptor_is_outermost_and_composing_again_wraps_outside(make_server):
+    server = make_server(routes({"/": ("200 OK", [], b"ok")}))
+    log: list[str] = []
+    with gevent.Timeout(5):
+        pool = greenhttp.Pool(server.origin)
+        composed = pool.compose(recording(log, "a"), recording(log, "b"))
+        twice = composed.compose([recording(log, "c")])
+        assert twice.request(path="/").body.bytes() == b"ok"
+        # c wraps the composed dispatcher, whose first interceptor (a) is outside b.
+        assert log == ["c", "a", "b"]
+        twice.close()
+        assert pool.closed and pool.destroyed
+
+
+def test_compose_refuses_an_interceptor_that_returns_no_dispatch():
+    pool = greenhttp.Pool("http://127.0.0.1:1")
+    with pytest.raises(errors.InvalidArgumentError):
+        pool.compose(lambda dispatch: None)
+    with pytest.raises(errors.InvalidArgumentError):
+        pool.compose(3)
+    # None entries are skipped.
+    assert pool.compose(None, recording([], "x")) is not None
+    pool.destroy()
+
+
+def test_destroy_through_a_composed_dispatcher_fails_queued_requests_with_err(make_server):
+    gate = gevent.event.Event()
+
+    def handler(conn):
+        while (req := conn.read_request()) is not None:
+            gate.wait(5)
+            conn.respond(req.target.encode())
+
+    server = make_server(handler)
+    pool = greenhttp.Pool(server.origin, connections=1)
+    composed = pool.compose(interceptors.dump())
+    results: dict[str, object] = {}
+
+    def one(path):
+        try:
+            results[path] = composed.request(path=path).body.bytes()
+        except Exception as exc:
+            results[path] = exc
+
+    gs = [gevent.spawn(one, f"/{i}") for i in range(3)]
+    with gevent.Timeout(5):
+        while len(server.requests) < 1 or pool.stats.queued < 2:
+            gevent.sleep(0.005)
+        boom = RuntimeError("boom")
+        composed.destroy(boom)
+        gevent.joinall(gs, raise_error=True)
+    gate.set()
+    assert results["/1"] is boom and results["/2"] is boom
+    assert isinstance(results["/0"], Exception)
+    assert pool.destroyed
+
+
+# -- interceptor chains ----------------------------------------------------------------------
+
+
+def test_redirect_answered_from_cache(make_server):
+    table = {
+        "/old": ("301 Moved Permanently", [("Location", "/new"), ("Cache-Control", "max-age=60")], b""),
+        "/new": ("200 OK", [("Cache-Control", "max-age=60")], b"fresh"),
+    }
+    server = make_server(routes(table))
+    with gevent.Timeout(5):
+        agent = greenhttp.Agent().compose(interceptors.redirect(max_redirections=3), interceptors.cache())
+        try:
+            for _ in range(2):
+                r = agent.request(origin=server.origin, path="/old")
+                assert r.status_code == 200
+                assert r.body.bytes() == b"fresh"
+            # The second time both hops came from the cache.
+            assert [q.target for q in server.requests] == ["/old", "/new"]
+        finally:
+            agent.close()
+
+
+@pytest.mark.parametrize("dump_first", [True, False])
+def test_dump_of_a_redirected_response(make_server, dump_first):
+    # dump reads and discards the body (the original's dump interceptor), at every hop.
+    table = {
+        "/old": ("302 Found", [("Location", "/new")], b"moved"),
+        "/new": ("200 OK", [("X-Final", "1")], b"x" * 1000),
+    }
+    server = make_server(routes(table))
+    chain = [interceptors.dump(), interceptors.redirect(max_redirections=2)]
+    if not dump_first:
+        chain.reverse()
+    with gevent.Timeout(5):
+        agent = greenhttp.Agent().compose(*chain)
+        try:
+            r = agent.request(origin=server.origin, path="/old")
+            assert (r.status_code, r.headers.get("x-final"), r.body.bytes()) == (200, "1", b"")
+            assert [q.target for q in server.requests] == ["/old", "/new"]
+            # The dumped bodies were read to their end: the connection is reused.
+            assert agent.request(origin=server.origin, path="/new").status_code == 200
+            assert len(server.requests) == 3
+        finally:
+            agent.close()
+
+
+@pytest.mark.filterwarnings("ignore::greenhttp.ExperimentalWarning")
+def test_decompress_before_or_after_cache(make_server):
+    body = gzip.compress(b"hello " * 50)
+    table = {"/z": ("200 OK", [("Content-Encoding", "gzip"), ("Cache-Control", "max-age=60")], body)}
+    server = make_server(routes(table))
+    with gevent.Timeout(5):
+        for order in ("decompress-first", "cache-first"):
+            server.requests.clear()
+            store = greenhttp.cache_stores.MemoryCacheStore()
+            chain = [interceptors.decompress(), interceptors.cache(store=store)]
+            if order == "cache-first":
+                chain.reverse()
+            agent = greenhttp.Agent().compose(*chain)
+            try:
+                for _ in range(2):
+                    r = agent.request(origin=server.origin, path="/z")
+                    assert r.body.bytes() == b"hello " * 50, order
+                assert len(server.requests) == 1, order
+            finally:
+                agent.close()
+
+
+def test_retry_of_a_deduplicated_request_delivers_once_to_each_waiter(make_server):
+    hits: list[str] = []
+
+    def handler(conn):
+        while (req := conn.read_request()) is not None:
+            hits.append(req.target)
+            if len(hits) == 1:
+                gevent.sleep(0.05)  # both waiters join the one request
+                conn.respond(b"", status="503 Service Unavailable", headers=[("Retry-After", "0")])
+            else:
+                conn.respond(b"second")
+
+    server = make_server(handler)
+    with gevent.Timeout(5):
+        agent = greenhttp.Agent().compose(
+            interceptors.deduplicate(), interceptors.retry(max_retries=2, min_timeout=0.01)
+        )
+        try:
+            gs = [gevent.spawn(lambda: agent.request(origin=server.origin, path="/d").body.bytes()) for _ in range(2)]
+            gevent.joinall(gs, raise_error=True)
+            assert [g.value for g in gs] == [b"second", b"second"]
+            assert hits == ["/d", "/d"]
+        finally:
+            agent.close()
+
+
+# -- Pool -------------------------------------------------------------------------------------
+
+
+def test_pool_events_arguments_and_order(make_server):
+    server = make_server(routes({"/": ("200 OK", [], b"x")}))
+    pool = greenhttp.Pool(server.origin, connections=1)
+    events: list[tuple] = []
+    pool.on("connect", lambda origin, targets: events.append(("connect", origin, targets)))
+    pool.on("disconnect", lambda origin, targets, err: events.append(("disconnect", origin, targets, err)))
+    pool.on("drain", lambda origin, targets=None: events.append(("drain", origin, targets)))
+    with gevent.Timeout(5):
+        gs = [gevent.spawn(lambda: pool.request(path="/").body.bytes()) for _ in range(3)]
+        gevent.joinall(gs, raise_error=True)
+        pool.close()
+    names = [e[0] for e in events]
+    assert names[0] == "connect" and names[-1] == "disconnect"
+    assert "drain" in names
+    for e in events:
+        assert e[1] == server.origin
+        assert e[2][0] is pool
+        assert isinstance(e[2][1], greenhttp.Client)
+    assert isinstance(events[-1][3], errors.GreenHTTPError)
+
+
+def test_pool_connection_error_event_and_replacement(make_server):
+    pool = greenhttp.Pool("http://127.0.0.1:1", connections=1)
+    seen: list[tuple] = []
+    pool.on("connectionError", lambda origin, targets, err: seen.append((origin, targets, err)))
+    with gevent.Timeout(5):
+        for _ in range(2):
+            with pytest.raises(Exception):
+                pool.request(path="/")
+        assert len(seen) == 2
+        assert seen[0][0] == "http://127.0.0.1:1" and seen[0][1][0] is pool
+        assert seen[0][1][1] is not seen[1][1][1]  # a failed member is not reused
+        pool.close()
+
+
+def test_pool_factory_gets_origin_and_options(make_server):
+    server = make_server(routes({"/": ("200 OK", [], b"x")}))
+    made: list[tuple] = []
+
+    def factory(origin, **options):
+        made.append((origin, options))
+        return greenhttp.Client(origin, **options)
+
+    pool = greenhttp.Pool(server.origin.upper().replace("HTTP", "http"), connections=2, factory=factory, pipelining=1)
+    with gevent.Timeout(5):
+        gs = [gevent.spawn(lambda: pool.request(path="/").body.bytes()) for _ in range(4)]
+        gevent.joinall(gs, raise_error=True)
+        assert len(made) == 2
+        assert made[0][0] == server.origin
+        assert made[0][1].get("pipelining") == 1
+        pool.close()
+
+
+def test_pool_close_waits_for_queued_requests_and_refuses_new_ones(make_server):
+    server = make_server(routes({f"/{i}": ("200 OK", [], str(i).encode()) for i in range(4)}))
+    pool = greenhttp.Pool(server.origin, connections=1)
+    with gevent.Timeout(5):
+        gs = [gevent.spawn(lambda i=i: pool.request(path=f"/{i}").body.bytes()) for i in range(4)]
+        gevent.sleep(0)
+        assert pool.stats.queued >= 1
+        pool.close()
+        assert [g.get() for g in gs] == [b"0", b"1", b"2", b"3"]
+        assert [q.target for q in server.requests] == ["/0", "/1", "/2", "/3"]
+        with pytest.raises(errors.ClientDestroyedError):
+            pool.request(path="/0")
+
+
+# -- Agent --------------------------------------------------------------------------------------
+
+
+def test_agent_origin_spellings_share_one_dispatcher(make_server):
+    server = make_server(routes({"/": ("200 OK", [], b"x")}))
+    port = server.port
+    made: list[str] = []
+
+    def factory(origin, **options):
+        made.append(origin)
+        return greenhttp.Pool(origin, **options)
+
+    agent = greenhttp.Agent(factory=factory)
+    with gevent.Timeout(5):
+        for origin in (f"http://LOCALHOST:{port}", f"http://localhost:{port}/", f"HTTP://localhost:{port}"):
+            assert agent.request(origin=origin, path="/").body.bytes() == b"x"
+        assert made == [f"http://localhost:{port}"]
+        assert list(agent.stats) == [f"http://localhost:{port}"]
+        agent.close()
+
+
+def test_agent_default_port_spellings_share():
+    agent = greenhttp.Agent(factory=lambda origin, **o: greenhttp.Pool(origin, **o))
+    # Nothing listens: only the routing is checked, through stats.
+    h = gevent.event.Event()
+
+    class H:
+        def on_request_start(self, c, ctx):
+            pass
+
+        def on_response_start(self, *a):
+            pass
+
+        def on_response_data(self, *a):
+            pass
+
+        def on_response_end(self, *a):
+            h.set()
+
+        def on_response_error(self, c, err):
+            h.set()
+
+    for origin in ("http://A.invalid:80", "http://a.invalid"):
+        agent.dispatch({"origin": origin, "path": "/", "method": "GET"}, H())
+    assert list(agent.stats) == ["http://a.invalid"]
+    agent.destroy()
+
+
+@pytest.mark.parametrize("origin", [None, "", 42, "ftp://x", "http://h/path"])
+def test_agent_refuses_a_bad_origin(origin):
+    agent = greenhttp.Agent()
+    with gevent.Timeout(5), pytest.raises(errors.InvalidArgumentError):
+        agent.request(origin=origin, path="/")
+    agent.close()
+
+
+def test_agent_close_and_destroy_reach_every_origin(make_server):
+    s1 = make_server(routes({"/": ("200 OK", [], b"1")}))
+    s2 = make_server(routes({"/": ("200 OK", [], b"2")}))
+    agent = greenhttp.Agent()
+    with gevent.Timeout(5):
+        assert agent.request(origin=s1.origin, path="/").body.bytes() == b"1"
+        assert agent.request(origin=s2.origin, path="/").body.bytes() == b"2"
+        pools = list(agent._dispatchers.values())
+        assert len(pools) == 2
+        agent.close()
+        assert all(p.destroyed for p in pools)
+        with pytest.raises(errors.ClientDestroyedError):
+            agent.request(origin=s1.origin, path="/")
+
+
+# -- the global dispatcher --------------------------------------------------------------------
+
+
+@pytest.fixture
+def restore_global():
+    before = greenhttp.get_global_dispatcher()
+    yield
+    greenhttp.set_global_dispatcher(before)
+
+
+@pytest.mark.parametrize("bad", [None, 3, object()])
+def test_set_global_dispatcher_refuses_a_non_dispatcher(bad, restore_global):
+    before = greenhttp.get_global_dispatcher()
+    with pytest.raises(errors.InvalidArgumentError):
+        greenhttp.set_global_dispatcher(bad)
+    assert greenhttp.get_global_dispatcher() is before
+
+
+def test_module_request_uses_a_composed_global_dispatcher(make_server, restore_global):
+    server = make_server(routes({"/p?q=1": ("200 OK", [], b"g")}))
+    log: list[str] = []
+    agent = greenhttp.Agent()
+    greenhttp.set_global_dispatcher(agent.compose(recording(log, "g")))
+    with gevent.Timeout(5):
+        assert greenhttp.request(server.origin + "/p?q=1").body.bytes() == b"g"
+        assert log == ["g"]
+        agent.close()
