@@ -41,7 +41,13 @@ def set_global_dispatcher(dispatcher: Any) -> None:
     Anything with a ``dispatch(options, handler)`` method will do. The one it
     replaces is not closed. Never blocks; greenlet-safe.
     """
-    if dispatcher is None or not callable(getattr(dispatcher, "dispatch", None)):
+    # A class (``set_global_dispatcher(Agent)``) has a ``dispatch`` function too, but no
+    # bound method: every request would fail later with a TypeError.
+    if (
+        dispatcher is None
+        or isinstance(dispatcher, type)
+        or not callable(getattr(dispatcher, "dispatch", None))
+    ):
         raise InvalidArgumentError(
             f"the global dispatcher must have a dispatch(options, handler) method, got {dispatcher!r}"
         )

@@ -340,7 +340,7 @@ def restore_global():
     greenhttp.set_global_dispatcher(before)
 
 
-@pytest.mark.parametrize("bad", [None, 3, object()])
+@pytest.mark.parametrize("bad", [None, 3, object(), greenhttp.Agent])
 def test_set_global_dispatcher_refuses_a_non_dispatcher(bad, restore_global):
     before = greenhttp.get_global_dispatcher()
     with pytest.raises(errors.InvalidArgumentError):
