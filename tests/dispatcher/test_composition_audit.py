@@ -219,7 +219,7 @@ def test_pool_connection_error_event_and_replacement(make_server):
     pool.on("connectionError", lambda origin, targets, err: seen.append((origin, targets, err)))
     with gevent.Timeout(5):
         for _ in range(2):
-            with pytest.raises(Exception):
+            with pytest.raises(ConnectionRefusedError):
                 pool.request(path="/")
         assert len(seen) == 2
         assert seen[0][0] == "http://127.0.0.1:1" and seen[0][1][0] is pool
