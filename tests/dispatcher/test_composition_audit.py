@@ -357,3 +357,180 @@ def test_module_request_uses_a_composed_global_dispatcher(make_server, restore_g
         assert greenhttp.request(server.origin + "/p?q=1").body.bytes() == b"g"
         assert log == ["g"]
         agent.close()
+
+
+# -- more: stats, drain, composed members, agent lifecycle ----------------------------------
+
+
+class Gated:
+    """A server handler answering each request only once ``gate`` is set."""
+
+    def __init__(self):
+        self.gate = gevent.event.Event()
+
+    def __call__(self, conn):
+        while (req := conn.read_request()) is not None:
+            self.gate.wait(5)
+            conn.respond(req.target.encode())
+
+
+class Handler:
+    def __init__(self):
+        self.done = gevent.event.Event()
+        self.error = None
+        self.body = b""
+        self.ends = 0
+
+    def on_request_start(self, controller, context):
+        pass
+
+    def on_response_start(self, controller, status_code, headers, status_message):
+        pass
+
+    def on_response_data(self, controller, chunk):
+        self.body += chunk
+
+    def on_response_end(self, controller, trailers):
+        self.ends += 1
+        self.done.set()
+
+    def on_response_error(self, controller, err):
+        self.error = err
+        self.done.set()
+
+
+def test_pool_stats_while_busy_and_drain_once(make_server):
+    gated = Gated()
+    server = make_server(gated)
+    pool = greenhttp.Pool(server.origin, connections=2)
+    drains: list[tuple] = []
+    pool.on("drain", lambda origin, targets: drains.append((origin, targets)))
+    handlers = [Handler() for _ in range(4)]
+    with gevent.Timeout(5):
+        answers = [pool.dispatch({"path": f"/{i}", "method": "GET"}, h) for i, h in enumerate(handlers)]
+        assert answers[2:] == [False, False]
+        assert pool.busy
+        while len(server.requests) < 2:
+            gevent.sleep(0.005)
+        s = pool.stats
+        assert (s.connected, s.free, s.queued, s.pending, s.running, s.size) == (2, 0, 2, 2, 2, 4)
+        gated.gate.set()
+        for h in handlers:
+            h.done.wait()
+        assert [h.body for h in handlers] == [b"/0", b"/1", b"/2", b"/3"]
+        assert all(h.error is None and h.ends == 1 for h in handlers)
+        assert sorted(q.target for q in server.requests) == ["/0", "/1", "/2", "/3"]
+        assert len(drains) == 1
+        assert drains[0][0] == server.origin and drains[0][1][0] is pool
+        assert not pool.busy
+        pool.close()
+
+
+def test_pool_of_composed_members_keeps_the_limit_and_fifo(make_server):
+    gated = Gated()
+    server = make_server(gated)
+    log: list[str] = []
+
+    def member_log(dispatch):
+        def wrapped(options, handler):
+            log.append(options["path"])
+            return dispatch(options, handler)
+
+        return wrapped
+
+    def factory(origin, **options):
+        return greenhttp.Client(origin, **options).compose(member_log)
+
+    pool = greenhttp.Pool(server.origin, connections=2, factory=factory)
+    with gevent.Timeout(5):
+        gs = [gevent.spawn(lambda i=i: pool.request(path=f"/{i}").body.bytes()) for i in range(6)]
+        while len(server.requests) < 2:
+            gevent.sleep(0.005)
+        gevent.sleep(0.01)
+        assert len(server.requests) == 2 and server.accepted == 2
+        gated.gate.set()
+        gevent.joinall(gs, raise_error=True)
+        assert [g.value for g in gs] == [f"/{i}".encode() for i in range(6)]
+        # The members were handed the queued requests oldest first.
+        assert log == [f"/{i}" for i in range(6)]
+        assert server.accepted == 2
+        pool.close()
+
+
+def test_agent_events_name_the_agent_pool_and_client(make_server):
+    server = make_server(routes({"/": ("200 OK", [], b"x")}))
+    agent = greenhttp.Agent()
+    seen: list[tuple] = []
+    agent.on("connect", lambda origin, targets: seen.append(("connect", origin, targets)))
+    agent.on("disconnect", lambda origin, targets, err: seen.append(("disconnect", origin, targets)))
+    with gevent.Timeout(5):
+        assert agent.request(origin=server.origin, path="/").body.bytes() == b"x"
+        agent.close()
+    assert [e[0] for e in seen] == ["connect", "disconnect"]
+    for _, origin, targets in seen:
+        assert origin == server.origin
+        assert targets[0] is agent
+        assert isinstance(targets[1], greenhttp.Pool) and isinstance(targets[2], greenhttp.Client)
+
+
+def test_agent_close_waits_for_running_requests_and_destroy_fails_them(make_server):
+    gated = Gated()
+    server = make_server(gated)
+    with gevent.Timeout(5):
+        agent = greenhttp.Agent()
+        g = gevent.spawn(lambda: agent.request(origin=server.origin, path="/slow").body.bytes())
+        while not server.requests:
+            gevent.sleep(0.005)
+        closer = gevent.spawn(agent.close)
+        gevent.sleep(0.01)
+        assert not closer.ready()
+        gated.gate.set()
+        closer.get()
+        assert g.get() == b"/slow"
+
+        gated.gate.clear()
+        agent2 = greenhttp.Agent()
+        results = []
+
+        def one():
+            try:
+                results.append(agent2.request(origin=server.origin, path="/x").body.bytes())
+            except Exception as exc:
+                results.append(exc)
+
+        gs = [gevent.spawn(one) for _ in range(2)]
+        while len(server.requests) < 3:
+            gevent.sleep(0.005)
+        boom = RuntimeError("boom")
+        agent2.destroy(boom)
+        gevent.joinall(gs, raise_error=True)
+        gated.gate.set()
+        assert results == [boom, boom]
+
+
+def test_agent_accepts_a_url_object_origin(make_server):
+    from urllib.parse import urlsplit
+
+    server = make_server(routes({"/": ("200 OK", [], b"u")}))
+    agent = greenhttp.Agent()
+    with gevent.Timeout(5):
+        for _ in range(2):
+            assert agent.request(origin=urlsplit(server.origin), path="/").body.bytes() == b"u"
+        assert agent.request(origin=server.origin, path="/").body.bytes() == b"u"
+        assert list(agent.stats) == [server.origin]
+        agent.close()
+
+
+def test_composed_dispatcher_as_context_manager_and_callbacks(make_server):
+    server = make_server(routes({"/": ("200 OK", [], b"x")}))
+    pool = greenhttp.Pool(server.origin)
+    with pool.compose(interceptors.dump()) as composed:
+        with gevent.Timeout(5):
+            assert composed.request(path="/").status_code == 200
+    assert pool.destroyed
+    pool2 = greenhttp.Pool(server.origin)
+    done = gevent.event.AsyncResult()
+    pool2.compose(interceptors.dump()).destroy(lambda err, value: done.set(err))
+    with gevent.Timeout(5):
+        assert done.get() is None
+    assert pool2.destroyed
