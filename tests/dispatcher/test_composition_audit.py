@@ -534,3 +534,98 @@ def test_composed_dispatcher_as_context_manager_and_callbacks(make_server):
     with gevent.Timeout(5):
         assert done.get() is None
     assert pool2.destroyed
+
+
+def test_agent_max_origins_counts_spellings_once_and_refuses_one_more(make_server):
+    server = make_server(routes({"/": ("200 OK", [], b"x")}))
+    port = server.port
+    agent = greenhttp.Agent(max_origins=1)
+    with gevent.Timeout(5):
+        for origin in (f"http://LOCALHOST:{port}", f"http://localhost:{port}"):
+            assert agent.request(origin=origin, path="/").body.bytes() == b"x"
+        assert agent.request(origin=f"http://localhost:{port}", path="/", allow_h2=False).status_code == 200
+        with pytest.raises(errors.MaxOriginsReachedError):
+            agent.request(origin=f"http://127.0.0.1:{port}", path="/")
+        agent.close()
+
+
+def test_agent_forgets_an_origin_after_a_connection_error_and_makes_it_again():
+    agent = greenhttp.Agent()
+    errors_seen: list[tuple] = []
+    agent.on("connectionError", lambda origin, targets, err: errors_seen.append((origin, targets, err)))
+    with gevent.Timeout(5):
+        for _ in range(2):
+            with pytest.raises(ConnectionRefusedError):
+                agent.request(origin="http://127.0.0.1:1", path="/")
+            assert agent.stats == {}
+        assert len(errors_seen) == 2
+        assert errors_seen[0][1][0] is agent and errors_seen[0][1][1] is not errors_seen[1][1][1]
+        agent.close()
+
+
+def test_dedupe_in_front_of_cache_one_origin_request(make_server):
+    hits: list[str] = []
+
+    def handler(conn):
+        while (req := conn.read_request()) is not None:
+            hits.append(req.target)
+            gevent.sleep(0.02)
+            conn.respond(b"c", headers=[("Cache-Control", "max-age=60")])
+
+    server = make_server(handler)
+    with gevent.Timeout(5):
+        agent = greenhttp.Agent().compose(interceptors.deduplicate(), interceptors.cache())
+        try:
+            gs = [gevent.spawn(lambda: agent.request(origin=server.origin, path="/c").body.bytes()) for _ in range(3)]
+            gevent.joinall(gs, raise_error=True)
+            assert agent.request(origin=server.origin, path="/c").body.bytes() == b"c"
+            assert [g.value for g in gs] == [b"c"] * 3
+            assert hits == ["/c"]
+        finally:
+            agent.close()
+
+
+def test_retry_around_redirect_restarts_and_delivers_once(make_server):
+    hits: list[str] = []
+
+    def handler(conn):
+        while (req := conn.read_request()) is not None:
+            hits.append(req.target)
+            if req.target == "/old":
+                conn.respond(b"", status="302 Found", headers=[("Location", "/new")])
+            elif hits.count("/new") == 1:
+                conn.respond(b"", status="503 Service Unavailable", headers=[("Retry-After", "0")])
+            else:
+                conn.respond(b"ok")
+
+    server = make_server(handler)
+    h = Handler()
+    with gevent.Timeout(5):
+        agent = greenhttp.Agent().compose(
+            interceptors.retry(max_retries=2, min_timeout=0.01), interceptors.redirect(max_redirections=2)
+        )
+        try:
+            agent.dispatch({"origin": server.origin, "path": "/old", "method": "GET"}, h)
+            h.done.wait()
+            gevent.sleep(0.02)  # nothing more may arrive
+            assert (h.error, h.body, h.ends) == (None, b"ok", 1)
+            assert hits == ["/old", "/new", "/old", "/new"]
+        finally:
+            agent.close()
+
+
+def test_an_interceptor_that_raises_fails_the_request_without_hanging(make_server):
+    server = make_server(routes({"/": ("200 OK", [], b"x")}))
+
+    def bad(dispatch):
+        def wrapped(options, handler):
+            raise ValueError("interceptor broke")
+
+        return wrapped
+
+    pool = greenhttp.Pool(server.origin, connections=1)
+    with gevent.Timeout(5):
+        with pytest.raises(ValueError, match="interceptor broke"):
+            pool.compose(interceptors.dump(), bad).request(path="/")
+        assert pool.request(path="/").body.bytes() == b"x"
+        pool.close()
