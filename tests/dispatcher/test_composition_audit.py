@@ -90,8 +90,8 @@ def test_destroy_through_a_composed_dispatcher_fails_queued_requests_with_err(ma
         composed.destroy(boom)
         gevent.joinall(gs, raise_error=True)
     gate.set()
-    assert results["/1"] is boom and results["/2"] is boom
-    assert isinstance(results["/0"], Exception)
+    # The running request and the queued ones all fail with err (REFERENCE 1.9).
+    assert results == {"/0": boom, "/1": boom, "/2": boom}
     assert pool.destroyed
 
 
@@ -629,3 +629,42 @@ def test_an_interceptor_that_raises_fails_the_request_without_hanging(make_serve
             pool.compose(interceptors.dump(), bad).request(path="/")
         assert pool.request(path="/").body.bytes() == b"x"
         pool.close()
+
+
+def test_pool_close_refuses_new_requests_at_once_and_destroy_defaults_to_destroyed_error(make_server):
+    gated = Gated()
+    server = make_server(gated)
+    pool = greenhttp.Pool(server.origin, connections=1)
+    handlers = [Handler() for _ in range(3)]
+    with gevent.Timeout(5):
+        for i, h in enumerate(handlers[:2]):
+            pool.dispatch({"path": f"/{i}", "method": "GET"}, h)
+        closer = gevent.spawn(pool.close)
+        gevent.sleep(0)
+        assert pool.closed and not pool.destroyed
+        assert pool.dispatch({"path": "/late", "method": "GET"}, handlers[2]) is False
+        assert isinstance(handlers[2].error, errors.ClientClosedError)
+        second = gevent.spawn(pool.close)  # waits for the same close
+        gevent.sleep(0.01)
+        assert not closer.ready() and not second.ready()
+        gated.gate.set()
+        closer.get()
+        second.get()
+        assert [h.body for h in handlers[:2]] == [b"/0", b"/1"]
+        assert pool.destroyed
+        pool.close()  # a finished close: again is a no-op
+
+        gated.gate.clear()
+        pool2 = greenhttp.Pool(server.origin, connections=1)
+        hs = [Handler() for _ in range(2)]
+        for i, h in enumerate(hs):
+            pool2.dispatch({"path": f"/{i}", "method": "GET"}, h)
+        while len(server.requests) < 3:
+            gevent.sleep(0.005)
+        pool2.destroy()
+        gated.gate.set()
+        for h in hs:
+            h.done.wait()
+        assert all(isinstance(h.error, errors.ClientDestroyedError) for h in hs)
+        with pytest.raises(errors.ClientDestroyedError):
+            pool2.close()
