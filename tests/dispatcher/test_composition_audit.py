@@ -668,3 +668,28 @@ def test_pool_close_refuses_new_requests_at_once_and_destroy_defaults_to_destroy
         assert all(isinstance(h.error, errors.ClientDestroyedError) for h in hs)
         with pytest.raises(errors.ClientDestroyedError):
             pool2.close()
+
+
+@pytest.mark.parametrize("method", ["on", "add_listener"])
+def test_drain_listener_added_through_a_composed_agent_hears_the_origins_drain(make_server, method):
+    gated = Gated()
+    server = make_server(gated)
+    agent = greenhttp.Agent(connections=1)
+    composed = agent.compose(recording([], "x"))
+    drains: list[tuple] = []
+    getattr(composed, method)("drain", lambda origin, targets: drains.append((origin, targets)))
+    handlers = [Handler() for _ in range(2)]
+    with gevent.Timeout(5):
+        answers = [
+            composed.dispatch({"origin": server.origin, "path": f"/{i}", "method": "GET"}, h)
+            for i, h in enumerate(handlers)
+        ]
+        assert answers[1] is False
+        gated.gate.set()
+        for h in handlers:
+            h.done.wait()
+        with gevent.Timeout(1, AssertionError("no drain heard")):
+            while not drains:
+                gevent.sleep(0.005)
+        assert drains[0][0] == server.origin and drains[0][1][0] is agent
+        composed.close()

@@ -280,6 +280,11 @@ class ComposedDispatcher(Dispatcher):
     def off(self, event: str, listener: Callable[..., Any]) -> Any:
         return self._inner.off(event, listener)
 
+    # The emitter's aliases are bound to its own on/off: without these, a listener
+    # added through them would miss the wrapped dispatcher's hook (Agent's drain).
+    add_listener = on
+    remove_listener = off
+
     def emit(self, event: str, *args: Any) -> bool:
         return self._inner.emit(event, *args)
 
