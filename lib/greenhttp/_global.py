@@ -77,6 +77,7 @@ def _split(url: Any, options: dict[str, Any], *, keep_path: bool = False) -> tup
     if options.pop("agent", None) is not None:
         raise InvalidArgumentError("unsupported agent option, did you mean dispatcher?")
     dispatcher = options.pop("dispatcher", None)
+    options.pop("origin", None)  # the URL's origin wins (as in the original)
     if dispatcher is None:
         dispatcher = get_global_dispatcher()
     found = _SPLIT_URLS.get(url) if type(url) is str else None

@@ -693,3 +693,14 @@ def test_drain_listener_added_through_a_composed_agent_hears_the_origins_drain(m
                 gevent.sleep(0.005)
         assert drains[0][0] == server.origin and drains[0][1][0] is agent
         composed.close()
+
+
+def test_module_request_takes_the_origin_from_the_url(make_server):
+    # REFERENCE 4.5: the API is called with origin and path from the URL; an
+    # origin option is overridden, not an error.
+    server = make_server(routes({"/a": ("200 OK", [], b"a")}))
+    agent = greenhttp.Agent()
+    with gevent.Timeout(5):
+        r = greenhttp.request(server.origin + "/a", dispatcher=agent, origin="http://127.0.0.1:1")
+        assert r.body.bytes() == b"a"
+        agent.close()
