@@ -704,3 +704,14 @@ def test_module_request_takes_the_origin_from_the_url(make_server):
         r = greenhttp.request(server.origin + "/a", dispatcher=agent, origin="http://127.0.0.1:1")
         assert r.body.bytes() == b"a"
         agent.close()
+
+
+def test_agent_factory_returning_no_dispatcher_leaves_no_broken_origin():
+    agent = greenhttp.Agent(factory=lambda origin, **options: None, max_origins=1)
+    with gevent.Timeout(5):
+        for _ in range(2):
+            with pytest.raises(AttributeError):
+                agent.request(origin="http://127.0.0.1:1", path="/")
+        assert agent.stats == {}
+        agent.close()  # nothing half-made to close
+        assert agent.destroyed

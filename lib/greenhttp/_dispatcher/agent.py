@@ -159,9 +159,6 @@ class Agent(Dispatcher):
         return dispatcher
 
     def _adopt(self, dispatcher: Any, origin: str, ckey: str) -> None:
-        self._dispatchers[ckey] = dispatcher
-        self._origins[origin] = self._origins.get(origin, 0) + 1
-
         def on_connect(origin: str, targets: list[Any]) -> None:
             self.emit("connect", origin, [self, *targets])
 
@@ -178,6 +175,9 @@ class Agent(Dispatcher):
         dispatcher.on("connect", on_connect)
         dispatcher.on("disconnect", on_disconnect)
         dispatcher.on("connectionError", on_connection_error)
+        # Kept only once the listeners are on: what a bad factory returned is not remembered.
+        self._dispatchers[ckey] = dispatcher
+        self._origins[origin] = self._origins.get(origin, 0) + 1
 
     def _listener_added(self, event: str) -> None:
         if event == "drain" and not self._forwards_drain:
