@@ -715,3 +715,37 @@ def test_agent_factory_returning_no_dispatcher_leaves_no_broken_origin():
         assert agent.stats == {}
         agent.close()  # nothing half-made to close
         assert agent.destroyed
+
+
+def test_pool_queue_against_a_dead_origin_fails_each_request_once_and_close_returns():
+    pool = greenhttp.Pool("http://127.0.0.1:1", connections=1)
+    made = []
+    pool.on("connectionError", lambda origin, targets, err: made.append(targets[1]))
+    handlers = [Handler() for _ in range(4)]
+    with gevent.Timeout(5):
+        for i, h in enumerate(handlers):
+            pool.dispatch({"path": f"/{i}", "method": "GET"}, h)
+        pool.close()
+        for h in handlers:
+            h.done.wait()
+        gevent.sleep(0.01)
+    assert all(isinstance(h.error, ConnectionRefusedError) and h.ends == 0 for h in handlers)
+    assert len(set(map(id, made))) == len(made) >= 1
+    assert pool.destroyed and pool.stats.connected == 0
+
+
+def test_redirects_through_a_one_connection_pool_under_concurrency(make_server):
+    table = {}
+    for i in range(5):
+        table[f"/{i}/a"] = ("302 Found", [("Location", f"/{i}/b")], b"moved")
+        table[f"/{i}/b"] = ("307 Temporary Redirect", [("Location", f"/{i}/c")], b"")
+        table[f"/{i}/c"] = ("200 OK", [], f"end{i}".encode())
+    server = make_server(routes(table))
+    pool = greenhttp.Pool(server.origin, connections=1)
+    composed = pool.compose(interceptors.redirect(max_redirections=3))
+    with gevent.Timeout(5):
+        gs = [gevent.spawn(lambda i=i: composed.request(path=f"/{i}/a").body.bytes()) for i in range(5)]
+        gevent.joinall(gs, raise_error=True)
+        assert [g.value for g in gs] == [f"end{i}".encode() for i in range(5)]
+        assert len(server.requests) == 15 and server.accepted == 1
+        composed.close()
