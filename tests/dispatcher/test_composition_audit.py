@@ -749,3 +749,41 @@ def test_redirects_through_a_one_connection_pool_under_concurrency(make_server):
         assert [g.value for g in gs] == [f"end{i}".encode() for i in range(5)]
         assert len(server.requests) == 15 and server.accepted == 1
         composed.close()
+
+
+@pytest.mark.filterwarnings("ignore::greenhttp.ExperimentalWarning")
+def test_the_whole_stack_dedupe_retry_redirect_decompress_cache(make_server):
+    payload = b"the payload " * 40
+    hits: list[str] = []
+
+    def handler(conn):
+        while (req := conn.read_request()) is not None:
+            hits.append(req.target)
+            if req.target == "/a":
+                conn.respond(b"", status="301 Moved Permanently",
+                             headers=[("Location", "/b"), ("Cache-Control", "max-age=60")])
+            elif hits.count("/b") == 1:
+                gevent.sleep(0.02)  # the other greenlets join the deduplicated request
+                conn.respond(b"", status="503 Service Unavailable", headers=[("Retry-After", "0")])
+            else:
+                conn.respond(gzip.compress(payload),
+                             headers=[("Content-Encoding", "gzip"), ("Cache-Control", "max-age=60")])
+
+    server = make_server(handler)
+    with gevent.Timeout(5):
+        agent = greenhttp.Agent().compose(
+            interceptors.deduplicate(),
+            interceptors.retry(max_retries=2, min_timeout=0.01),
+            interceptors.redirect(max_redirections=2),
+            interceptors.decompress(),
+            interceptors.cache(),
+        )
+        try:
+            gs = [gevent.spawn(lambda: agent.request(origin=server.origin, path="/a").body.bytes()) for _ in range(3)]
+            gevent.joinall(gs, raise_error=True)
+            assert [g.value for g in gs] == [payload] * 3
+            assert hits == ["/a", "/b", "/b"]  # the retry found /a in the cache
+            assert agent.request(origin=server.origin, path="/a").body.bytes() == payload
+            assert hits == ["/a", "/b", "/b"]
+        finally:
+            agent.close()
