@@ -787,3 +787,23 @@ def test_the_whole_stack_dedupe_retry_redirect_decompress_cache(make_server):
             assert hits == ["/a", "/b", "/b"]
         finally:
             agent.close()
+
+
+@pytest.mark.filterwarnings("ignore::greenhttp.ExperimentalWarning")
+def test_nginx_three_connection_pool_with_decompress_keeps_the_limit(nginx):
+    pool = greenhttp.Pool(nginx.origin, connections=3)
+    composed = pool.compose(interceptors.decompress())
+    conns: set[str] = set()
+
+    def one():
+        r = composed.request(path="/chunked", headers={"accept-encoding": "gzip"})
+        conns.add(r.headers["x-conn"])
+        return r.body.bytes()
+
+    with gevent.Timeout(5):
+        gs = [gevent.spawn(one) for _ in range(30)]
+        gevent.joinall(gs, raise_error=True)
+        assert all(g.value == nginx.chunked_source for g in gs)
+        assert 1 <= len(conns) <= 3
+        assert pool.stats.connected <= 3
+        composed.close()
