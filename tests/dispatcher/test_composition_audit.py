@@ -807,3 +807,23 @@ def test_nginx_three_connection_pool_with_decompress_keeps_the_limit(nginx):
         assert 1 <= len(conns) <= 3
         assert pool.stats.connected <= 3
         composed.close()
+
+
+def test_pool_ignores_an_origin_option_and_compose_injects_its_own(make_server):
+    server = make_server(routes({"/": ("200 OK", [], b"mine")}))
+    pool = greenhttp.Pool(server.origin)
+    seen: list[object] = []
+
+    def spy(dispatch):
+        def wrapped(options, handler):
+            seen.append(options.get("origin"))
+            return dispatch(options, handler)
+
+        return wrapped
+
+    with gevent.Timeout(5):
+        assert pool.request(origin="http://127.0.0.1:1", path="/").body.bytes() == b"mine"
+        composed = pool.compose(spy)
+        assert composed.request(path="/").body.bytes() == b"mine"
+        assert seen == [server.origin]
+        pool.close()
