@@ -827,3 +827,33 @@ def test_pool_ignores_an_origin_option_and_compose_injects_its_own(make_server):
         assert composed.request(path="/").body.bytes() == b"mine"
         assert seen == [server.origin]
         pool.close()
+
+
+def test_retry_outside_dedupe_each_waiter_retries_and_ends_once(make_server):
+    hits: list[str] = []
+
+    def handler(conn):
+        while (req := conn.read_request()) is not None:
+            hits.append(req.target)
+            if len(hits) == 1:
+                gevent.sleep(0.05)
+                conn.respond(b"", status="503 Service Unavailable", headers=[("Retry-After", "0")])
+            else:
+                conn.respond(b"second")
+
+    server = make_server(handler)
+    handlers = [Handler() for _ in range(2)]
+    with gevent.Timeout(5):
+        agent = greenhttp.Agent().compose(
+            interceptors.retry(max_retries=2, min_timeout=0.01), interceptors.deduplicate()
+        )
+        try:
+            for h in handlers:
+                agent.dispatch({"origin": server.origin, "path": "/d", "method": "GET"}, h)
+            for h in handlers:
+                h.done.wait()
+            gevent.sleep(0.03)  # nothing more may arrive
+            assert [(h.error, h.body, h.ends) for h in handlers] == [(None, b"second", 1)] * 2
+            assert 2 <= len(hits) <= 3
+        finally:
+            agent.close()
