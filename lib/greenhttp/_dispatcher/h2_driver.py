@@ -241,7 +241,9 @@ class H2Connection:
         elif isinstance(body, bytes):
             length = len(body)
         else:
-            length = req.content_length if req.content_length is not None else body.length
+            # A known length is the real one (a declared one that differs was refused,
+            # or, without strict_content_length, is replaced); else what was declared.
+            length = body.length if body.length is not None else req.content_length
         tunnel = req.upgrade is not None or method == "CONNECT"
         expect = False
         try:

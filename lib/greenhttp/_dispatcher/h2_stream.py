@@ -284,7 +284,7 @@ class Uploads:
         req = stream.req
         body = req.body
         assert isinstance(body, StreamBody)
-        declared = req.content_length if req.content_length is not None else body.length
+        declared = body.length if body.length is not None else req.content_length
         try:
             if body.used:
                 raise RequestContentLengthMismatchError("the request body stream was already used")
