@@ -40,3 +40,44 @@ def test_with_strict_content_length_a_file_body_of_another_length_fails(make_h2_
             with open(f, "rb") as fh, pytest.raises(RequestContentLengthMismatchError):
                 client.request(path="/f", method="PUT", body=fh, headers={"content-length": declared}).body.bytes()
         assert client.request(path="/next").body.bytes() == b"ok /next"
+
+
+def _oversized(kind):
+    """A server that answers /big with an oversized 1xx head or trailer block, the rest with 200."""
+    resets = []
+
+    def handler(conn):
+        while True:
+            req = conn.next_request()
+            if req is None:
+                return
+            if req.path != "/big":
+                conn.respond(req.stream_id, body=b"ok " + req.path.encode())
+                continue
+            big = [("x-big", "a" * 2000)]
+            if kind == "info":
+                conn.send_headers(req.stream_id, 103, big)  # no final head: the client resets
+            else:
+                conn.respond(req.stream_id, body=b"body", trailers=big)
+            req.done.wait(5)
+            resets.append(req.reset_code)
+
+    return handler, resets
+
+
+@pytest.mark.parametrize("kind", ["info", "trailers"])
+def test_an_oversized_1xx_head_or_trailer_block_fails_that_stream_only(make_h2_server, make_h2c, kind):
+    """As h1: every header block (1xx heads and trailers too) is held to max_header_size;
+    the failure is a stream error (RST_STREAM), the connection goes on."""
+    handler, resets = _oversized(kind)
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin, max_header_size=1024)
+    infos = []
+    with gevent.Timeout(5):
+        with pytest.raises(HeadersOverflowError):
+            client.request(path="/big", on_info=lambda info: infos.append(info)).body.bytes()
+        assert client.request(path="/after").body.bytes() == b"ok /after"
+    assert infos == []
+    assert server.accepted == 1
+    if kind == "info":
+        assert resets == [h2.errors.ErrorCodes.CANCEL]

@@ -487,6 +487,9 @@ class H2Connection:
         if status == 101:  # RFC 9113 §8.6: HTTP/2 has no 101 (nghttp2 calls it malformed)
             self._on_malformed((BAD, sid, "101 status"))
             return
+        if len(raw) > self._opts.max_header_size:  # as h1: every head is held to the limit
+            self._fail_stream(stream, HeadersOverflowError())
+            return
         if status == 100:
             if stream.expect:
                 stream.expect = False
@@ -523,6 +526,10 @@ class H2Connection:
             return
         if not stream.responded:
             self._fail_stream(stream, InformationalError("HTTP/2: stream half-closed (remote)"))
+            return
+        # A trailer block is held to max_header_size too (as h1); raw is its flat list.
+        if raw and sum(map(len, raw)) + 2 * len(raw) > self._opts.max_header_size:
+            self._fail_stream(stream, HeadersOverflowError())
             return
         if stream.req.paused or stream.held:
             stream.end_pending = (trailers, raw)
