@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gevent
+import gevent.event
 import h2.errors
 import pytest
 
@@ -81,3 +82,87 @@ def test_an_oversized_1xx_head_or_trailer_block_fails_that_stream_only(make_h2_s
     assert server.accepted == 1
     if kind == "info":
         assert resets == [h2.errors.ErrorCodes.CANCEL]
+
+
+class _Recorder:
+    """A dispatch handler that records what it gets; pauses at the response head."""
+
+    def __init__(self) -> None:
+        self.controller = None
+        self.status = None
+        self.chunks: list[bytes] = []
+        self.err = None
+        self.done = gevent.event.Event()
+
+    def on_response_start(self, controller, status, headers, message):
+        self.controller = controller
+        self.status = status
+        controller.pause()
+
+    def on_response_data(self, controller, chunk):
+        self.chunks.append(bytes(chunk))
+
+    def on_response_end(self, controller, trailers):
+        self.done.set()
+
+    def on_response_error(self, controller, err):
+        self.err = err
+        self.done.set()
+
+
+def _whole_then(lost):
+    def handler(conn):
+        req = conn.next_request()
+        conn.respond(req.stream_id, body=b"whole body")
+        if lost:
+            conn.goaway(last_stream_id=req.stream_id)
+            gevent.sleep(0.05)
+            conn.close()
+        else:
+            serve_ok(conn)
+
+    return handler
+
+
+def _held(make_h2_server, make_h2c, lost):
+    server = make_h2_server(_whole_then(lost))
+    client = make_h2c(server.origin)
+    rec = _Recorder()
+    if lost:
+        disconnected = gevent.event.Event()
+        client.on("disconnect", lambda origin, targets, err: disconnected.set())
+        client.dispatch({"path": "/p", "method": "GET"}, rec)
+        assert disconnected.wait(5)
+    else:
+        client.dispatch({"path": "/p", "method": "GET"}, rec)
+        with gevent.Timeout(5):
+            # Frames arrive in order: once this answer is in, so is all of /p.
+            assert client.request(path="/sync").body.bytes() == b"ok /sync"
+    assert rec.status == 200 and not rec.done.is_set()
+    return client, rec
+
+
+@pytest.mark.parametrize("lost", [False, True], ids=["connected", "connection-lost"])
+def test_close_waits_for_a_held_response_to_be_delivered(make_h2_server, make_h2c, lost):
+    """docs/client.md: close() lets the running requests finish, then returns."""
+    client, rec = _held(make_h2_server, make_h2c, lost)
+    closer = gevent.spawn(client.close)
+    gevent.sleep(0.05)  # what close() does first, it does now: it must still be waiting
+    assert not closer.ready()
+    assert client.stats.running == 1 or lost
+    rec.controller.resume()
+    with gevent.Timeout(5):
+        closer.get()
+    assert rec.done.is_set() and rec.err is None, rec.err
+    assert b"".join(rec.chunks) == b"whole body"
+    assert client.destroyed
+
+
+@pytest.mark.parametrize("lost", [False, True], ids=["connected", "connection-lost"])
+def test_destroy_fails_a_held_response(make_h2_server, make_h2c, lost):
+    client, rec = _held(make_h2_server, make_h2c, lost)
+    with gevent.Timeout(5):
+        client.destroy()
+    assert rec.done.wait(1)
+    assert rec.err is not None
+    assert rec.chunks == []

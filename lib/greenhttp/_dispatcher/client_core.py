@@ -100,6 +100,9 @@ class ClientCore:
         # directly, what a "drain" listener would be told without the event (see _drain).
         self._member: Member | None = None
         self._readers: set[Any] = set()
+        # Requests whose whole response outlived its (HTTP/2) connection, held for a
+        # paused handler: close() waits for them, destroy() fails them.
+        self._held: list[Request] = []
         self._in_resume = False
         self._error_hook: Callable[[BaseException], None] = self._report_error  # given to every request
 
@@ -118,7 +121,7 @@ class ClientCore:
     @property
     def _running_count(self) -> int:
         conn = self._conn
-        return len(conn.running) if conn is not None else 0
+        return (len(conn.running) if conn is not None else 0) + len(self._held)
 
     @property
     def size(self) -> int:
@@ -256,7 +259,7 @@ class ClientCore:
                 return
             conn = self._conn
             running = len(conn.running) if conn is not None else 0
-            if self._closed and not pending and not running and not self._connecting:
+            if self._closed and not pending and not running and not self._connecting and not self._held:
                 self._finish_close()
                 return
             if self._need_drain and not self.busy:
@@ -542,6 +545,11 @@ class ClientCore:
         self._pending.clear()
         for req in pending:
             req.on_error(reason)
+        held, self._held = self._held, []
+        for req in held:
+            hook = req.abort_hook
+            if hook is not None:
+                hook(req, reason)
         for p in self._connect_parkers:
             p.set_exception(reason)
         self._connect_parkers = []

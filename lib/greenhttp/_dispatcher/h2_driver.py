@@ -92,11 +92,18 @@ class _Wake(Exception):
 _Handler = Callable[[tuple[Any, ...]], None]
 
 
-def _keep_held(stream: H2Stream) -> None:
+def _keep_held(stream: H2Stream, client: Any) -> None:
     """A complete response held for a paused handler outlives its closed connection:
-    ``resume()`` delivers it (on a greenlet of its own, as the reader would), ``abort()`` fails it."""
+    ``resume()`` delivers it (on a greenlet of its own, as the reader would), ``abort()`` fails it.
+    The client counts it as running until then (its close() waits, its destroy() fails it)."""
     req = stream.req
     stream.local_closed = True
+    client._held.append(req)
+
+    def release() -> None:
+        if req in client._held:
+            client._held.remove(req)
+            client._resume()
 
     def drain() -> None:
         if stream.done or req.paused:
@@ -111,13 +118,17 @@ def _keep_held(stream: H2Stream) -> None:
         if trailers:
             req.raw_trailers = raw
         req.on_complete(trailers)
+        release()
 
     def resume(_req: Request) -> None:
         spawn(drain)
 
     def abort(_req: Request, reason: BaseException) -> None:
+        if stream.done:
+            return
         stream.done = True
         req.on_error(reason)
+        release()
 
     req.resume_hook = resume
     req.abort_hook = abort
@@ -747,7 +758,7 @@ class H2Connection:
             if stream.end_pending is not None and self._error is None:
                 # The whole response arrived, held for a paused handler: the peer's
                 # close does not take it back (as on HTTP/1.1, where it waits in the parser).
-                _keep_held(stream)
+                _keep_held(stream, self.client)
                 continue
             stream.done = True
             stream.req.on_error(err)
