@@ -7,7 +7,11 @@ import gevent.event
 import h2.errors
 import pytest
 
-from greenhttp.errors import HeadersOverflowError, RequestContentLengthMismatchError
+from greenhttp.errors import (
+    HeadersOverflowError,
+    InformationalError,
+    RequestContentLengthMismatchError,
+)
 from h2_support.h2server import serve_ok
 
 pytest_plugins = ["h2_support.fixtures"]
@@ -166,3 +170,71 @@ def test_destroy_fails_a_held_response(make_h2_server, make_h2c, lost):
     assert rec.done.wait(1)
     assert rec.err is not None
     assert rec.chunks == []
+
+
+def _answers(table):
+    """A server answering each path with ``table[path](conn, req)``; records reset codes."""
+    resets = {}
+
+    def handler(conn):
+        while True:
+            req = conn.next_request()
+            if req is None:
+                return
+            make = table.get(req.path)
+            if make is None:
+                conn.respond(req.stream_id, body=b"ok " + req.path.encode())
+                continue
+            make(conn, req)
+            req.done.wait(2)
+            resets[req.path] = req.reset_code
+
+    return handler, resets
+
+
+def _short_body(conn, req):
+    conn.send_headers(req.stream_id, 200, [("content-length", "10")])
+    conn.send_body(req.stream_id, b"short", end=True)
+
+
+def _pseudo_in_trailers(conn, req):
+    conn.send_headers(req.stream_id, 200)
+    conn.send_body(req.stream_id, b"body", end=False)
+    with conn.lock:
+        conn.h2.send_headers(req.stream_id, [(":status", "200"), ("x-t", "1")], end_stream=True)
+        conn._stream_closed(req)
+    conn.flush()
+
+
+@pytest.mark.parametrize("path", ["/short", "/pseudo-trailer"])
+def test_malformed_responses_are_stream_errors(make_h2_server, make_h2c, path):
+    """RFC 9113 §8.1.1 (a body shorter than its content-length), §8.1 (a pseudo-header in
+    trailers): malformed, a stream error; the other streams and the connection go on."""
+    handler, resets = _answers({"/short": _short_body, "/pseudo-trailer": _pseudo_in_trailers})
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin)
+    with gevent.Timeout(5):
+        with pytest.raises(InformationalError, match="malformed"):
+            client.request(path=path).body.bytes()
+        assert client.request(path="/after").body.bytes() == b"ok /after"
+    assert server.accepted == 1
+
+
+@pytest.mark.parametrize("method,status", [("HEAD", 200), ("GET", 304), ("GET", 204)])
+def test_a_content_length_without_a_body_is_fine_where_no_body_comes(make_h2_server, make_h2c, method, status):
+    """RFC 9110 §8.6 / RFC 9113 §8.1.1: a HEAD response or a 304 carries the content-length
+    the GET would have had, with no body: not malformed. (204 with content-length: 0.)"""
+    length = "0" if status == 204 else "100"
+
+    def head(conn, req):
+        conn.send_headers(req.stream_id, status, [("content-length", length)], end=True)
+
+    handler, resets = _answers({"/h": head})
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin)
+    with gevent.Timeout(5):
+        r = client.request(path="/h", method=method)
+        assert r.status_code == status
+        assert r.body.bytes() == b""
+        assert client.request(path="/after").body.bytes() == b"ok /after"
+    assert resets == {"/h": None}
