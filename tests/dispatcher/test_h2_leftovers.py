@@ -11,6 +11,7 @@ from greenhttp.errors import (
     HeadersOverflowError,
     InformationalError,
     RequestContentLengthMismatchError,
+    SocketError,
 )
 from h2_support.h2server import serve_ok
 
@@ -238,3 +239,50 @@ def test_a_content_length_without_a_body_is_fine_where_no_body_comes(make_h2_ser
         assert r.body.bytes() == b""
         assert client.request(path="/after").body.bytes() == b"ok /after"
     assert resets == {"/h": None}
+
+
+def test_a_request_refused_by_goaway_on_every_connection_is_not_replayed_forever(make_h2_server, make_h2c):
+    """A stream above GOAWAY's last_stream_id was not processed and is replayed (RFC 9113
+    §6.8); a server that keeps refusing it must not make the client loop."""
+
+    def handler(conn):
+        req = conn.opened.get(timeout=5)
+        if req is None:
+            return
+        conn.goaway(last_stream_id=0)
+        gevent.sleep(0.05)
+        conn.close()
+
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin)
+    with gevent.Timeout(5):
+        with pytest.raises(InformationalError, match="GOAWAY"):
+            client.request(path="/g").body.bytes()
+    assert server.accepted == 2
+    assert [r.path for r in server.requests] == ["/g", "/g"]
+
+
+def test_refused_stream_after_the_response_head_is_not_retried(make_h2_server, make_h2c):
+    """A REFUSED_STREAM after a response began cannot be retried (the handler has a head)."""
+
+    def handler(conn):
+        while True:
+            req = conn.next_request()
+            if req is None:
+                return
+            if req.path == "/r":
+                conn.send_headers(req.stream_id, 200)
+                conn.send_body(req.stream_id, b"part", end=False)
+                conn.reset(req.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+            else:
+                conn.respond(req.stream_id, body=b"ok " + req.path.encode())
+
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin)
+    with gevent.Timeout(5):
+        with pytest.raises(SocketError, match="REFUSED_STREAM") as info:
+            client.request(path="/r").body.bytes()
+        assert client.request(path="/after").body.bytes() == b"ok /after"
+    assert info.value.http2_error_code == h2.errors.ErrorCodes.REFUSED_STREAM
+    assert [r.path for r in server.requests] == ["/r", "/after"]
+
