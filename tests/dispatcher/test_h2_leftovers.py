@@ -14,6 +14,7 @@ from greenhttp.errors import (
     SocketError,
 )
 from h2_support.h2server import serve_ok
+from testkit import serve_forever
 
 pytest_plugins = ["h2_support.fixtures"]
 
@@ -286,3 +287,36 @@ def test_refused_stream_after_the_response_head_is_not_retried(make_h2_server, m
     assert info.value.http2_error_code == h2.errors.ErrorCodes.REFUSED_STREAM
     assert [r.path for r in server.requests] == ["/r", "/after"]
 
+
+
+def _peer(protocol, make_server, make_client, make_h2_server, make_h2c, **options):
+    """A client and a server speaking ``protocol``; ``seen()`` is the (content-lengths, body) last received."""
+    if protocol == "h1":
+        server = make_server(serve_forever(b"ok"))
+        client = make_client(server.origin, **options)
+        return client, lambda: (server.requests[-1].header_list("content-length"), server.requests[-1].body)
+    h2_server = make_h2_server(serve_ok)
+    client = make_h2c(h2_server.origin, **options)
+    last = h2_server.requests
+
+    return client, lambda: ([v for k, v in last[-1].headers if k == "content-length"], last[-1].body)
+
+
+@pytest.mark.parametrize("protocol", ["h1", "h2"])
+@pytest.mark.parametrize("strict", [False, True])
+def test_h1_and_h2_agree_on_a_declared_length_that_differs_from_a_file_body(
+    make_server, make_client, make_h2_server, make_h2c, tmp_path, protocol, strict
+):
+    f = tmp_path / "f.bin"
+    f.write_bytes(b"0123456789")
+    client, seen = _peer(protocol, make_server, make_client, make_h2_server, make_h2c, strict_content_length=strict)
+    with gevent.Timeout(5):
+        for declared in ("5", "20"):
+            with open(f, "rb") as fh:
+                if strict:
+                    with pytest.raises(RequestContentLengthMismatchError):
+                        client.request(path="/f", method="PUT", body=fh, headers={"content-length": declared}).body.bytes()
+                else:
+                    client.request(path="/f", method="PUT", body=fh, headers={"content-length": declared}).body.bytes()
+                    assert seen() == (["10"], b"0123456789")
+        client.request(path="/next").body.bytes()  # the connection is still usable
