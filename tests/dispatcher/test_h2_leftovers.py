@@ -320,3 +320,24 @@ def test_h1_and_h2_agree_on_a_declared_length_that_differs_from_a_file_body(
                     client.request(path="/f", method="PUT", body=fh, headers={"content-length": declared}).body.bytes()
                     assert seen() == (["10"], b"0123456789")
         client.request(path="/next").body.bytes()  # the connection is still usable
+
+
+@pytest.mark.parametrize("size,fields", [(100_000, 1), (60_000, 1500)], ids=["one-big-field", "many-small-fields"])
+def test_a_head_within_a_large_max_header_size_is_accepted(make_h2_server, make_h2c, size, fields):
+    """max_header_size is the client's limit on HTTP/2 too: h2's own 64 KiB header-list
+    limit (RFC 7541 §4.1 sizes, 32 bytes more per field) must not refuse a head within it."""
+    value = "a" * (size // fields * 9 // 10 - 10)
+    big = [(f"x-f{i}", value) for i in range(fields)]
+
+    def answer(conn, req):
+        conn.respond(req.stream_id, body=b"big", headers=big)
+
+    handler, resets = _answers({"/big": answer})
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin, max_header_size=size)
+    with gevent.Timeout(5):
+        r = client.request(path="/big")
+        assert r.body.bytes() == b"big"
+        assert r.headers["x-f0"] == value
+        assert client.request(path="/after").body.bytes() == b"ok /after"
+    assert server.accepted == 1

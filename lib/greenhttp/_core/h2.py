@@ -153,6 +153,7 @@ class H2Session(FastStreams):
         connection_window_size: int,
         scheme: str,
         authority: str,
+        max_header_size: int = 0,
     ) -> None:
         config = H2Configuration(
             client_side=True,
@@ -167,6 +168,10 @@ class H2Session(FastStreams):
             normalize_inbound_headers=False,
         )
         conn = self._conn = _ClientConnection(config)
+        # The client's max_header_size is checked on each block; the decoder's own limit
+        # (RFC 7541 §4.1 sizes: 32 bytes more per field, at least 5 bytes a field in ours)
+        # must not refuse a block within it, which would end the connection.
+        conn.decoder.max_header_list_size = max(conn.decoder.max_header_list_size, 7 * max_header_size)
         conn.local_settings = Settings(
             client=True,
             initial_values={

@@ -166,6 +166,7 @@ class H2Connection:
             connection_window_size=opts.connection_window_size,
             scheme="https" if origin.is_https else "http",
             authority=origin.host,
+            max_header_size=opts.max_header_size,
         )
         self.session.start()
         self.running: dict[int, H2Stream] = {}
