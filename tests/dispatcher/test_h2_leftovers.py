@@ -5,6 +5,8 @@ from __future__ import annotations
 import gevent
 import gevent.event
 import h2.errors
+import h2.events
+import h2.settings
 import pytest
 
 from greenhttp.errors import (
@@ -14,7 +16,7 @@ from greenhttp.errors import (
     SocketError,
 )
 from h2_support.h2server import serve_ok
-from testkit import serve_forever
+from testkit import serve_forever, wait_for
 
 pytest_plugins = ["h2_support.fixtures"]
 
@@ -341,3 +343,41 @@ def test_a_head_within_a_large_max_header_size_is_accepted(make_h2_server, make_
         assert r.headers["x-f0"] == value
         assert client.request(path="/after").body.bytes() == b"ok /after"
     assert server.accepted == 1
+
+
+def _acks(conn):
+    # The server sends two SETTINGS at the start (its defaults, then its own values).
+    with conn.lock:
+        return sum(isinstance(e, h2.events.SettingsAcknowledged) for e in conn.events)
+
+
+def test_settings_lowering_the_stream_limit_below_the_open_streams(make_h2_server, make_h2c):
+    """RFC 9113 §5.1.2 / §6.5.2: a SETTINGS lowering MAX_CONCURRENT_STREAMS below the streams
+    already open leaves them be, and no new stream opens until the count is under the limit."""
+    opened_with = []
+
+    def handler(conn):
+        held = [conn.next_request() for _ in range(4)]
+        conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1})
+        wait_for(lambda: _acks(conn) == 3, 5, "the client's ack")
+        for req in held:
+            conn.respond(req.stream_id, body=b"ok " + req.path.encode())
+        while True:
+            req = conn.next_request(timeout=5)
+            if req is None:
+                return
+            with conn.lock:
+                opened_with.append(conn.open_now)
+            conn.respond(req.stream_id, body=b"ok " + req.path.encode())
+
+    server = make_h2_server(handler, settings={h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 4})
+    client = make_h2c(server.origin)
+    with gevent.Timeout(5):
+        client.connect()
+        wait_for(lambda: server.conns and _acks(server.conns[0]) == 2, 5, "the client's ack")
+    gs = [gevent.spawn(lambda p=p: client.request(path=p).body.bytes()) for p in [f"/{i}" for i in range(8)]]
+    gevent.joinall(gs, timeout=5, raise_error=True)
+    assert [g.value for g in gs] == [f"ok /{i}".encode() for i in range(8)]
+    assert opened_with == [1, 1, 1, 1]
+    assert server.accepted == 1
+    assert not server.errors
