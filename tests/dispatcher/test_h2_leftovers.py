@@ -381,3 +381,26 @@ def test_settings_lowering_the_stream_limit_below_the_open_streams(make_h2_serve
     assert opened_with == [1, 1, 1, 1]
     assert server.accepted == 1
     assert not server.errors
+
+
+@pytest.mark.parametrize("code", [0x0, 0x2, 0x8, 0xB, 0xFF, 0xDEADBEEF])
+def test_rst_stream_codes_map_to_a_socket_error_with_the_code(make_h2_server, make_h2c, code):
+    """RFC 9113 §7: unknown codes must not be treated specially (nor crash the reader);
+    NO_ERROR before a whole response is still a failure of that request."""
+
+    def reset(conn, req):
+        conn.send_headers(req.stream_id, 200)
+        with conn.lock:
+            # Raw RST_STREAM bytes: h2 would refuse to send a code outside its enum.
+            conn.sock.sendall(b"\x00\x00\x04\x03\x00" + req.stream_id.to_bytes(4, "big") + code.to_bytes(4, "big"))
+        conn._stream_closed(req)
+
+    handler, resets = _answers({"/r": reset})
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin)
+    with gevent.Timeout(5):
+        with pytest.raises(SocketError) as info:
+            client.request(path="/r").body.bytes()
+        assert client.request(path="/after").body.bytes() == b"ok /after"
+    assert info.value.http2_error_code == code
+    assert server.accepted == 1
