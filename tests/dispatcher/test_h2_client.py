@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gevent
@@ -14,6 +15,7 @@ from gevent import ssl as gssl
 
 import greenhttp
 from greenhttp.errors import (
+    HeadersTimeoutError,
     InformationalError,
     InvalidArgumentError,
     RequestContentLengthMismatchError,
@@ -189,6 +191,31 @@ def test_expect_continue_sends_the_body_after_100(make_h2_server, make_h2c):
     r = client.request(path="/e", method="PUT", body=b"payload", expect_continue=True)
     assert r.body.bytes() == b"got payload"
     assert not server.errors
+
+
+def test_expect_continue_sends_the_body_anyway_when_the_server_ignores_it(make_h2_server, make_h2c):
+    """RFC 9110 §10.1.1: no 100 Continue within 1 s (as on HTTP/1.1): the body goes."""
+
+    def handler(conn):
+        req = conn.next_request()  # complete only once the body arrived
+        conn.respond(req.stream_id, body=b"got " + req.body)
+
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin)
+    started = time.monotonic()
+    with gevent.Timeout(5):
+        r = client.request(path="/e", method="PUT", body=b"payload", expect_continue=True)
+        assert r.body.bytes() == b"got payload"
+    assert time.monotonic() - started > 0.5  # it did wait for a 100 first
+    assert not server.errors
+
+
+def test_expect_continue_still_times_out_on_a_silent_server(make_h2_server, make_h2c):
+    """A headers_timeout shorter than the wait for 100 fires as before."""
+    server = make_h2_server(lambda conn: conn.next_request())
+    client = make_h2c(server.origin, headers_timeout=0.2)
+    with gevent.Timeout(5), pytest.raises(HeadersTimeoutError):
+        client.request(path="/e", method="PUT", body=b"payload", expect_continue=True)
 
 
 def test_head_request(make_h2_server, make_h2c):

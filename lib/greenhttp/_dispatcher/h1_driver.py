@@ -65,7 +65,7 @@ _WHOLE_BODY_MIN = 1 << 16  # ... when more than 64 KiB of it is left
 _HOLD_READS = 1 << 18  # ... waking the reader once per 256 KiB of it, not once per TCP segment
 _INLINE_BODY = 1 << 16  # bodies up to 64 KiB go out with the head in one send
 _WRITE_PIECE = 1 << 18  # larger bodies go out in pieces, each restarting the write stall deadline
-_CONTINUE_WAIT = 1.0  # how long a body waits for 100 Continue before it goes anyway (as curl)
+CONTINUE_WAIT = 1.0  # how long a body waits for 100 Continue before it goes anyway (as curl; h2 too)
 
 _IDLE, _HEADERS, _BODY = 0, 1, 2
 _DEBUG = _debug.core_enabled
@@ -319,7 +319,7 @@ class H1Connection:
                 transport.sendall(head)
                 # A server (or an HTTP/1.0 hop) may ignore the expectation: the client
                 # should not wait for 100 indefinitely (RFC 9110 §10.1.1).
-                timer = start_timer(_CONTINUE_WAIT, cont.set, True)
+                timer = start_timer(CONTINUE_WAIT, cont.set, True)
                 try:
                     go = cont.get()
                 finally:

@@ -73,6 +73,7 @@ from ..errors import (
     ResponseExceededMaxSizeError,
     SocketError,
 )
+from .h1_driver import CONTINUE_WAIT
 from .h2_stream import H2Stream, Timers, Uploads, replayable
 from .h2_tunnel import Tunnels
 
@@ -295,9 +296,25 @@ class H2Connection:
             stream.local_closed = True
         elif expect:
             stream.expect = True
+            # A server (or an HTTP/1.1 hop) may ignore the expectation: the client should
+            # not wait for 100 indefinitely (RFC 9110 §10.1.1). The body goes after a
+            # short wait; the headers timeout still runs.
+            stream.headers_due = stream.due
+            due = now() + CONTINUE_WAIT
+            if not stream.due or due < stream.due:
+                stream.due = due
+                self.timers.arm(due)
         else:
             self.uploads.start(stream)
         self._schedule_flush()
+
+    def _send_after_expect(self, stream: H2Stream) -> None:
+        """The wait for 100 Continue is over: send the body; the headers timeout runs on."""
+        stream.expect = False
+        stream.due = stream.headers_due
+        if stream.due:
+            self.timers.arm(stream.due)
+        self.uploads.start(stream)
 
     # -- flushing -------------------------------------------------------------------------------
     def _schedule_flush(self) -> None:
@@ -359,6 +376,9 @@ class H2Connection:
     def _sweep(self) -> None:
         expired, idle, ping = self.timers.sweep(list(self.running.values()))
         for stream in expired:
+            if stream.expect and not 0 < stream.headers_due <= now():
+                self._send_after_expect(stream)  # no 100 Continue within CONTINUE_WAIT
+                continue
             self._fail_stream(stream, BodyTimeoutError() if stream.responded else HeadersTimeoutError())
         if idle and self.idle:
             self.destroy(InformationalError("socket idle timeout"))
@@ -504,8 +524,7 @@ class H2Connection:
             return
         if status == 100:
             if stream.expect:
-                stream.expect = False
-                self.uploads.start(stream)
+                self._send_after_expect(stream)
             return
         stream.req.raw_head = raw
         stream.req.on_headers(status, headers, "")

@@ -49,6 +49,7 @@ class H2Stream:
         "out_off",
         "window",
         "expect",
+        "headers_due",
         "retried",
         "tunnel",
     )
@@ -68,6 +69,7 @@ class H2Stream:
         self.out_off = 0
         self.window: Parker | None = None  # a body greenlet waiting for window
         self.expect = False  # waiting for 100 Continue before the body
+        self.headers_due = 0.0  # while it waits: its headers timeout (due is the wait's end)
         self.retried = retried  # already retried once after REFUSED_STREAM
         self.tunnel = False  # a CONNECT: a 2xx answer turns it into a tunnel (h2_tunnel.py)
 
