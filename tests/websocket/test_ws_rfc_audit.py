@@ -87,3 +87,33 @@ def test_ping_inside_a_fragmented_text_message_is_answered_in_place(ws_server, r
     # each client frame has its own mask
     masks = [f.mask for f in sent]
     assert len(masks) == len(set(masks))
+
+
+def _small_window_deflate(data: bytes) -> bytes:
+    import zlib
+
+    c = zlib.compressobj(9, zlib.DEFLATED, -9)
+    out = c.compress(data) + c.flush(zlib.Z_SYNC_FLUSH)
+    return out[:-4]
+
+
+def test_small_server_window_and_fragmented_compressed_message(ws_server, record):
+    body = (b"abcdefgh" * 200) + "\u00e9t\u00e9".encode()
+    comp = _small_window_deflate(body)
+    third = len(comp) // 3
+    rec, sent = run(
+        ws_server,
+        record,
+        [
+            frame(1, comp[:third], fin=False, rsv=0x40),
+            frame(10, b"unsolicited pong"),
+            frame(0, comp[third : 2 * third], fin=False),
+            frame(9, b"p"),
+            frame(0, comp[2 * third :]),
+            close_frame(1000, b"fin"),
+        ],
+        extensions="permessage-deflate; server_max_window_bits=9; server_no_context_takeover",
+    )
+    assert rec.messages == [body.decode()]
+    assert [f.payload for f in sent if f.opcode == 10] == [b"p"]
+    assert all(f.rsv == 0 for f in sent)
