@@ -117,3 +117,27 @@ def test_small_server_window_and_fragmented_compressed_message(ws_server, record
     assert rec.messages == [body.decode()]
     assert [f.payload for f in sent if f.opcode == 10] == [b"p"]
     assert all(f.rsv == 0 for f in sent)
+
+
+@pytest.mark.parametrize(
+    ("extra", "protocols"),
+    [
+        (
+            [
+                ("Sec-WebSocket-Extensions", "permessage-deflate"),
+                ("Sec-WebSocket-Extensions", "permessage-deflate"),
+            ],
+            None,
+        ),
+        ([("Sec-WebSocket-Protocol", "chat"), ("Sec-WebSocket-Protocol", "chat")], ["chat"]),
+        ([("Sec-WebSocket-Protocol", "chat, superchat")], ["chat", "superchat"]),
+    ],
+)
+def test_repeated_extension_or_several_protocols_fail(ws_server, record, extra, protocols):
+    headers = lambda req: _ok(req) + extra  # noqa: E731
+    ws = WebSocket(ws_server(response=_raw(headers)).url(), protocols)
+    rec = record(ws)
+    close = rec.wait_closed()
+    assert rec.types == ["error", "close"]
+    assert (close.code, close.was_clean) == (1006, False)
+    assert ws.protocol == "" and ws.extensions == ""
