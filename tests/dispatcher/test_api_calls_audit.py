@@ -13,6 +13,18 @@ from testkit import serve_forever, wait_for
 pytest_plugins = ["h2_support.fixtures"]
 
 
+def answers_then_stalls(data):
+    """A handler that reads the request, sends ``data`` (a head and part of
+    its body) and then nothing more until the client closes."""
+
+    def handler(conn):
+        conn.read_request()
+        conn.send(data)
+        conn.wait_closed()
+
+    return handler
+
+
 def test_pipeline_writer_blocked_on_full_queue_is_released_when_request_fails(make_client):
     # Nothing listens: the request fails while the writer is blocked on a full body queue.
     import socket
@@ -149,12 +161,7 @@ def test_signal_abort_while_waiting_for_head_delivers_reason(make_server, make_c
 
 
 def test_signal_abort_during_body_fails_the_read_with_reason(make_server, make_client):
-    def handler(conn):
-        conn.read_request()
-        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
-        conn.wait_closed()
-
-    server = make_server(handler)
+    server = make_server(answers_then_stalls(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"))
     client = make_client(server.origin)
     ac = AbortController()
     r = client.request("/", signal=ac.signal)
@@ -554,12 +561,7 @@ def test_greenlet_killed_waiting_for_head_aborts_and_others_proceed(make_server,
 
 
 def test_greenlet_killed_mid_body_then_close_frees_connection(make_server, make_client):
-    def handler(conn):
-        conn.read_request()
-        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
-        conn.wait_closed()
-
-    server = make_server(handler)
+    server = make_server(answers_then_stalls(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc"))
     client = make_client(server.origin)
     r = client.request("/")
     g = gevent.spawn(r.body.bytes)
@@ -629,12 +631,7 @@ def test_pipeline_signal_abort(make_server, make_client):
 
 
 def test_with_block_left_by_a_timeout_does_not_wait_for_the_body(make_server, make_client):
-    def handler(conn):
-        conn.read_request()
-        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
-        conn.wait_closed()
-
-    server = make_server(handler)
+    server = make_server(answers_then_stalls(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc"))
     client = make_client(server.origin)
     outer = gevent.Timeout(2)
     outer.start()
@@ -651,12 +648,7 @@ def test_with_block_left_by_a_timeout_does_not_wait_for_the_body(make_server, ma
 
 
 def test_callback_that_raises_destroys_the_body(make_server, make_client):
-    def handler(conn):
-        conn.read_request()
-        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
-        conn.wait_closed()
-
-    server = make_server(handler)
+    server = make_server(answers_then_stalls(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc"))
     client = make_client(server.origin)
     seen = []
 
@@ -686,12 +678,7 @@ def test_one_signal_many_requests_leaves_no_listeners(make_server, make_client):
 
 
 def test_controller_abort_default_reason_and_idempotent(make_server, make_client):
-    def handler(conn):
-        conn.read_request()
-        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab")
-        conn.wait_closed()
-
-    server = make_server(handler)
+    server = make_server(answers_then_stalls(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab"))
     client = make_client(server.origin)
     first = []
 
@@ -771,12 +758,7 @@ def test_pipeline_writer_not_stuck_after_early_complete_response_h2(make_h2_serv
 
 
 def test_dump_signal_aborted_while_the_server_stalls(make_server, make_client):
-    def handler(conn):
-        conn.read_request()
-        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
-        conn.wait_closed()
-
-    server = make_server(handler)
+    server = make_server(answers_then_stalls(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc"))
     client = make_client(server.origin)
     r = client.request("/")
     ac = AbortController()
@@ -906,12 +888,7 @@ def test_blob_type_and_text_follow_the_file_api():
 
 
 def test_stream_signal_abort_mid_body_raises_reason(make_server, make_client):
-    def handler(conn):
-        conn.read_request()
-        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab")
-        conn.wait_closed()
-
-    server = make_server(handler)
+    server = make_server(answers_then_stalls(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab"))
     client = make_client(server.origin)
     ac = AbortController()
     sink = Sink()
