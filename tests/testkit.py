@@ -328,6 +328,15 @@ def wrapping_connector(fail_from: list[int], reads: bool = False) -> Any:
     return connect
 
 
+def refused_origin() -> str:
+    """An ``http://127.0.0.1:<port>`` origin where nothing listens (a port just freed)."""
+    s = stdsocket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"http://127.0.0.1:{port}"
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> None:
     """Yield to gevent until ``predicate()`` is true; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

@@ -8,7 +8,7 @@ import pytest
 
 from greenhttp import errors
 from greenhttp._abort import AbortController
-from testkit import serve_forever, wait_for
+from testkit import refused_origin, serve_forever, wait_for
 
 pytest_plugins = ["h2_support.fixtures"]
 
@@ -27,13 +27,7 @@ def answers_then_stalls(data):
 
 def test_pipeline_writer_blocked_on_full_queue_is_released_when_request_fails(make_client):
     # Nothing listens: the request fails while the writer is blocked on a full body queue.
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    client = make_client(f"http://127.0.0.1:{port}")
+    client = make_client(refused_origin())
     duplex = client.pipeline("/", "POST", handler=lambda d: d.body)
     failed = []
     with gevent.Timeout(3, False):
@@ -698,13 +692,7 @@ def test_controller_abort_default_reason_and_idempotent(make_server, make_client
 
 
 def test_refused_connection_errors_once_with_no_data(make_client):
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    client = make_client(f"http://127.0.0.1:{port}")
+    client = make_client(refused_origin())
     h = Recorder()
     client.dispatch({"path": "/", "method": "GET"}, h)
     assert h.done.wait(3)

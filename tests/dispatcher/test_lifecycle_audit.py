@@ -10,7 +10,7 @@ import pytest
 
 import greenhttp
 from greenhttp import errors
-from testkit import serve_forever, wait_for
+from testkit import refused_origin, serve_forever, wait_for
 
 
 class Rec:
@@ -59,14 +59,6 @@ class Held:
             self.seen.append(req.target)
             self.release.wait(5)
             conn.respond(req.target.encode())
-
-
-def refused_origin() -> str:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return f"http://127.0.0.1:{port}"
 
 
 # -- Client: close/destroy with work queued and in flight --------------------------------

@@ -470,7 +470,8 @@ class ClientCore:
                     req.on_error(err)
             else:
                 # REFERENCE §3.6: the head of the pipeline fails unless the close
-                # was informational; the others go back to the queue and are re-sent.
+                # was informational (or it may go out again: the keep-alive race);
+                # the others go back to the queue and are re-sent.
                 if replay_head or isinstance(err, InformationalError):
                     rest = running
                 else:
