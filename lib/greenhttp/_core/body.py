@@ -33,7 +33,16 @@ class StreamBody:
         self.used = False
 
     def close(self) -> None:
-        close = getattr(self.chunks, "close", None)
+        """Close the source, if it has ``close()``. Never blocks.
+
+        A generator that is running (parked, in the greenlet that reads it) is left
+        alone: closing it from another greenlet could only fail, and CPython 3.11
+        may crash doing so (``gen_close`` reads the running frame's stack). Its
+        reader is killed by the connection instead, which ends it."""
+        chunks = self.chunks
+        if getattr(chunks, "gi_running", False):
+            return
+        close = getattr(chunks, "close", None)
         if close is not None:
             try:
                 close()

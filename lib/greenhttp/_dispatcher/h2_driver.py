@@ -571,8 +571,9 @@ class H2Connection:
         req = stream.req
         stream.done = True
         self.running.pop(stream.sid, None)
-        if self.uploads.waiting or stream.window is not None:
-            self.uploads.drop(stream)
+        uploads = self.uploads
+        if uploads.waiting or uploads.greenlets or stream.window is not None:
+            uploads.drop(stream)
         if not stream.local_closed:
             # RFC 9113 §8.1: the response is complete; the rest of our body is not needed.
             self.session.reset_stream(stream.sid, ErrorCodes.NO_ERROR)

@@ -216,7 +216,7 @@ class Uploads:
         self._fail_stream: Callable[..., None] = conn._fail_stream
         self.session = conn.session
         self.waiting: dict[H2Stream, None] = {}  # streams waiting for send window, in order
-        self.greenlets: set[Any] = set()  # one per streamed body being read
+        self.greenlets: dict[H2Stream, Any] = {}  # the greenlet reading each streamed body
 
     def start(self, stream: H2Stream) -> None:
         """Begin sending ``stream``'s body. Never blocks."""
@@ -225,7 +225,7 @@ class Uploads:
             stream.out = memoryview(body)
             self._pump(stream)
         else:
-            self.greenlets.add(spawn(self._stream_body, stream))
+            self.greenlets[stream] = spawn(self._stream_body, stream)
 
     def window_opened(self) -> None:
         """A WINDOW_UPDATE (or new SETTINGS) arrived: send more."""
@@ -239,17 +239,21 @@ class Uploads:
                     parker.set()
 
     def drop(self, stream: H2Stream) -> None:
-        """``stream`` ended: send no more of its body."""
+        """``stream`` ended: send no more of its body. Never blocks."""
         if self.waiting:
             self.waiting.pop(stream, None)
         parker = stream.window
         if parker is not None:
             parker.set()
+        reader = self.greenlets.pop(stream, None) if self.greenlets else None
+        if reader is not None and reader is not getcurrent():
+            # It may be parked in its body source, which only it can end.
+            kill(reader)
 
     def close(self) -> None:
         """The connection ended: stop every body. Never blocks."""
         self.waiting.clear()
-        for g in list(self.greenlets):
+        for g in list(self.greenlets.values()):
             kill(g)
 
     def detach(self) -> None:
@@ -326,7 +330,7 @@ class Uploads:
             if body.used:
                 body.close()  # the session ended mid-body (see above)
         finally:
-            self.greenlets.discard(getcurrent())
+            self.greenlets.pop(stream, None)
 
     def send_chunk(self, stream: H2Stream, chunk: bytes) -> bool:
         """Send one chunk, waiting for window as needed; False if the stream ended."""
