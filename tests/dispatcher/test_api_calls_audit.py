@@ -490,11 +490,12 @@ def test_stream_factory_or_writable_error_propagates_once_and_client_recovers(ma
     server = _chunked_server(make_server, chunks=200)
     client = make_client(server.origin)
     boom = OSError("nope")
+    failing = Sink(fail_at=3)
 
     def factory(data):
         if where == "factory":
             raise boom
-        return Sink(fail_at=3)
+        return failing
 
     calls = []
     done = gevent.event.Event()
@@ -506,6 +507,8 @@ def test_stream_factory_or_writable_error_propagates_once_and_client_recovers(ma
     assert isinstance(err, OSError) and err.opaque == "q"
     if where == "factory":
         assert err is boom
+    else:
+        assert failing.closed  # closed on the error, as the original destroys it
     sink = Sink()
     client.stream("/", factory=lambda d: sink)
     assert b"".join(sink.parts).startswith(b"0123")

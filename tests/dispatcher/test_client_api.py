@@ -192,6 +192,29 @@ def test_stream_slow_writable_applies_back_pressure(make_server, make_client):
     assert sink.closed
 
 
+def test_stream_closes_the_writable_when_the_response_is_cut(make_server, make_client, tmp_path):
+    """The usual writable, an open file, is closed on failure too: no descriptor is left."""
+
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nfirst ten.")
+        conn.close()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    path = tmp_path / "out"
+    files = []
+
+    def factory(data):
+        files.append(open(path, "wb"))  # noqa: SIM115 (stream() closes it)
+        return files[0]
+
+    with pytest.raises(errors.SocketError):
+        client.stream("/", factory=factory)
+    assert files[0].closed
+    assert path.read_bytes() == b"first ten."
+
+
 def test_stream_from_nginx(nginx, make_client):
     client = make_client(nginx.origin)
     sink = Sink()

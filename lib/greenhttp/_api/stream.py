@@ -48,26 +48,39 @@ class PipelineData(NamedTuple):
 def stream(dispatcher: Any, options: dict[str, Any], factory: Callable[[StreamFactoryData], Any]) -> StreamData:
     """Send a request and write its body into ``factory(data)``'s return value. Blocks until done.
 
-    The writable needs ``write(bytes)``; ``close()`` is called at the end if it exists.
+    The writable needs ``write(bytes)``; ``close()`` is called at the end if it exists,
+    and also when the request fails midway (the original destroys it), so an open file
+    is never left behind.
     """
     if not callable(factory):
         raise InvalidArgumentError(f"invalid factory: {factory!r}")
     options.pop("high_water_mark", None)
     resp: ResponseData = request(dispatcher, options)
     body = resp.body
+    writable = None
     try:
         writable = factory(StreamFactoryData(resp.status_code, resp.headers, resp.opaque, resp.context))
         if not callable(getattr(writable, "write", None)):
+            writable = None  # not ours to close
             raise InvalidReturnValueError("expected Writable")
         for chunk in body:
             writable.write(chunk)
     except BaseException:
         body.close()
+        if writable is not None:
+            try:
+                _close(writable)
+            except Exception:
+                pass  # the request's own error is the one to raise
         raise
+    _close(writable)
+    return StreamData(resp.opaque, resp.trailers)
+
+
+def _close(writable: Any) -> None:
     close = getattr(writable, "close", None)
     if close is not None:
         close()
-    return StreamData(resp.opaque, resp.trailers)
 
 
 _END = object()
