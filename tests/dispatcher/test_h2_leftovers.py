@@ -345,6 +345,27 @@ def test_a_head_within_a_large_max_header_size_is_accepted(make_h2_server, make_
     assert server.accepted == 1
 
 
+@pytest.mark.parametrize("status", [103, 200])
+def test_a_head_far_beyond_max_header_size_fails_that_stream_only(make_h2_server, make_h2c, status):
+    """A 300 KB head (far beyond the default 16 KiB max_header_size: over the 7x that
+    any head within the limit needs at RFC 7541 sizes) is a HeadersOverflowError for
+    its stream; the connection goes on."""
+
+    def big(conn, req):
+        # Thirty fields: hpack's Huffman encoder takes quadratic time in one field's length.
+        conn.send_headers(req.stream_id, status, [(f"x-big-{i}", "a" * 10_000) for i in range(30)])
+
+    handler, resets = _answers({"/big": big})
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin)
+    with gevent.Timeout(5):
+        with pytest.raises(HeadersOverflowError):
+            client.request(path="/big").body.bytes()
+        assert client.request(path="/after").body.bytes() == b"ok /after"
+    assert server.accepted == 1
+    assert resets["/big"] == h2.errors.ErrorCodes.CANCEL
+
+
 def _acks(conn):
     # The server sends two SETTINGS at the start (its defaults, then its own values).
     with conn.lock:

@@ -137,6 +137,10 @@ __all__ = [
 ]
 
 
+# The HPACK decoder refuses a header list this many times max_header_size (see H2Session).
+_DECODER_HEADROOM = 64
+
+
 class H2Session(FastStreams):
     """One client HTTP/2 connection's protocol state.
 
@@ -168,10 +172,14 @@ class H2Session(FastStreams):
             normalize_inbound_headers=False,
         )
         conn = self._conn = _ClientConnection(config)
-        # The client's max_header_size is checked on each block; the decoder's own limit
-        # (RFC 7541 §4.1 sizes: 32 bytes more per field, at least 5 bytes a field in ours)
-        # must not refuse a block within it, which would end the connection.
-        conn.decoder.max_header_list_size = max(conn.decoder.max_header_list_size, 7 * max_header_size)
+        # The client's max_header_size is checked on each decoded block, and a block over
+        # it fails its stream only (as nghttp2). A block the decoder itself refuses ends
+        # the connection instead (HPACK state is shared), so its limit sits well above
+        # ours: RFC 7541 §4.1 sizes count 32 bytes more per field (at least 5 bytes a
+        # field in ours, so 7x covers any block within the limit), and 64x leaves room
+        # for an oversized head to be refused politely. Past that (a block inflating to
+        # over 1 MiB at the default limit) the peer is hostile and the connection goes.
+        conn.decoder.max_header_list_size = max(conn.decoder.max_header_list_size, _DECODER_HEADROOM * max_header_size)
         conn.local_settings = Settings(
             client=True,
             initial_values={
