@@ -1,4 +1,5 @@
-"""Aborting a request while its streamed body source is parked (h1 and h2).
+"""A streamed body source parked (waiting for data) when its request ends (h1 and h2):
+by an abort, or by a response that comes before the whole body went.
 
 The source is a generator running in the greenlet that reads it: closing it from
 the aborting greenlet could only fail, and CPython 3.11 can crash in
@@ -55,3 +56,43 @@ def test_abort_while_the_body_source_is_parked(make_server, make_client, make_h2
         assert info.value is reason
         # The generator ended with the request, not with the connection.
         assert ended.wait(5)
+
+
+def _answer_at_once_h1(conn):
+    while conn.read_head():
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+
+def _answer_at_once_h2(conn):
+    while (req := conn.opened.get()) is not None:
+        conn.respond(req.stream_id, body=b"ok")
+
+
+@pytest.mark.parametrize("protocol", ["h1", "h2"])
+def test_a_response_before_the_body_ends_its_parked_source(
+    make_server, make_client, make_h2_server, make_h2c, protocol
+):
+    """The server answers while the body source waits for data: the rest of the body
+    is never sent, and the source ends now, not when the connection does."""
+    # A long keep-alive: an idle connection's close must not be what ends the source.
+    if protocol == "h2":
+        client = make_h2c(make_h2_server(_answer_at_once_h2).origin, keep_alive_timeout=60)
+    else:
+        client = make_client(make_server(_answer_at_once_h1).origin, keep_alive_timeout=60)
+    never = gevent.event.Event()
+    ended = gevent.event.Event()
+
+    def source():
+        try:
+            yield b"first"
+            never.wait()  # the source never produces more
+            yield b"unreachable"
+        finally:
+            ended.set()
+
+    with gevent.Timeout(5):
+        r = client.request(path="/", method="POST", body=source())
+        assert (r.status_code, r.body.text()) == (200, "ok")
+    assert ended.wait(5)
+    with gevent.Timeout(5):
+        assert client.request(path="/next").body.text() == "ok"
