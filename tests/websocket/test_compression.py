@@ -45,6 +45,18 @@ def test_context_takeover_is_kept_across_messages(ws_server, record):
     assert rec.messages == ["abcdefghij" * 20] * 2
 
 
+def test_an_empty_compressed_message_leaves_the_inflater_as_it_was(ws_server, record):
+    """RFC 7692 §7.2.3.6 has an empty message compressed to one 0x00 byte; a server that
+    sends no payload at all with RSV1 still means an empty message. Feeding the inflater
+    the bare tail would leave it inside a stored block, and the next message would
+    come out wrong."""
+    c = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)
+    first, second = deflate(b"abcdefghij" * 20, c), deflate(b"abcdefghij" * 20, c)
+    frames = [frame(1, first, rsv=0x40), frame(2, b"", rsv=0x40), frame(1, second, rsv=0x40)]
+    rec, _ = run(ws_server, record, frames, binary_type="arraybuffer", extensions=PMD, then=close_after(3))
+    assert rec.messages == ["abcdefghij" * 20, b"", "abcdefghij" * 20]
+
+
 def test_server_no_context_takeover_resets_the_inflater(ws_server, record):
     # Each message is a fresh stream; a reused inflater would still decode these,
     # so the check is that a new one is made: feed two independent streams.

@@ -503,6 +503,7 @@ class InboundPolicy(Extension):
         self._compressed = False  # the message being read is compressed
         self._fragments = 0
         self._size = 0
+        self._deflated = 0  # payload bytes of the compressed message being read
 
     def enabled(self) -> bool:
         return True
@@ -523,6 +524,7 @@ class InboundPolicy(Extension):
         else:
             self._fragments = 0
             self._size = 0
+            self._deflated = 0
             self._compressed = self.deflate and rsv.rsv1
         self._fragments += 1
         if self.max_fragments and self._fragments > self.max_fragments:
@@ -541,10 +543,15 @@ class InboundPolicy(Extension):
     def frame_inbound_payload_data(self, proto: Any, data: bytes) -> Any:
         if not (self._data and self._compressed):
             return data
+        self._deflated += len(data)
         return self._inflate(data)
 
     def frame_inbound_complete(self, proto: Any, fin: bool) -> Any:
         if not (fin and self._data and self._compressed):
+            return None
+        if not self._deflated:
+            # No payload at all (RFC 7692 §7.2.3.6 sends one 0x00 byte): an empty
+            # message. The bare tail would leave the inflater inside a stored block.
             return None
         out = self._inflate(_SYNC_TAIL)
         inflater = self._inflater
