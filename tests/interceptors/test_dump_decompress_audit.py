@@ -1,0 +1,346 @@
+"""Audit of the dump, response_error and decompress interceptors: codings, header forms,
+error paths, connection reuse, and that nothing reaches a handler after its terminal call."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import warnings
+import zlib
+
+import brotli
+import gevent
+import pytest
+
+from greenhttp import errors, interceptors
+from greenhttp.errors import ExperimentalWarning
+
+
+def _decompress(**kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        return interceptors.decompress(**kw)
+
+
+BIG = b"".join(b"line %d of a fairly compressible body\n" % i for i in range(60000))  # ~2.3 MiB
+
+
+def _raw(status, headers, body=b"", chunked=False):
+    head = f"HTTP/1.1 {status}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers)
+    if chunked:
+        return (head + "Transfer-Encoding: chunked\r\n\r\n").encode() + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    return (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def _keepalive(make_server, responses):
+    """A keep-alive server answering its n-th request (over all connections) with ``responses[n]`` (raw bytes).
+
+    (A client closes its connection after a HEAD, as the original does.)
+    """
+    queue = list(responses)
+
+    def handler(conn):
+        while queue:
+            if conn.read_request() is None:
+                return
+            conn.send(queue.pop(0))
+        conn.wait_closed()
+
+    return make_server(handler)
+
+
+def _after_terminal(rec):
+    names = rec.names()
+    ends = [i for i, n in enumerate(names) if n in ("end", "error")]
+    assert len(ends) == 1, names
+    return names[ends[0] + 1:]
+
+
+# -- decompress -----------------------------------------------------------------------------------
+def test_abort_from_data_callback_stops_delivery_at_once(routes, make_client, recorder):
+    # One wire chunk decodes into many 64 KiB pieces: an abort on the first must be the last thing seen.
+    server = routes({"/": lambda conn, req: conn.respond(gzip.compress(BIG), headers=[("Content-Encoding", "gzip")])})
+
+    class AbortFirst(recorder):
+        def on_response_data(self, controller, chunk):
+            super().on_response_data(controller, chunk)
+            controller.abort(RuntimeError("stop"))
+
+    rec = AbortFirst()
+    client = make_client(server.origin).compose(_decompress())
+    client.dispatch({"path": "/", "method": "GET"}, rec)
+    assert rec.done.wait(5)
+    gevent.sleep(0.05)
+    assert rec.names() == ["start", "response_start", "data", "error"]
+    assert str(rec.error) == "stop"
+
+
+def test_repeated_content_encoding_lines_are_one_list(make_server, make_client):
+    body = brotli.compress(gzip.compress(BIG))
+    server = _keepalive(make_server, [_raw("200 OK", [("Content-Encoding", "gzip"), ("content-encoding", " BR ")], body)])
+    r = make_client(server.origin).compose(_decompress()).request(path="/")
+    assert r.body.bytes() == BIG
+    assert "content-encoding" not in r.headers
+
+
+def test_multi_member_gzip_and_trailing_garbage(routes, make_client):
+    members = gzip.compress(b"first,") + gzip.compress(b"") + gzip.compress(b"second")
+    server = routes({
+        "/multi": lambda c, r: c.respond(members, headers=[("Content-Encoding", "gzip")]),
+        "/garbage": lambda c, r: c.respond(gzip.compress(b"payload") + b"\x00\x00junk", headers=[("Content-Encoding", "x-gzip")]),
+        "/deflate-garbage": lambda c, r: c.respond(zlib.compress(b"payload") + b"junk", headers=[("Content-Encoding", "deflate")]),
+    })
+    client = make_client(server.origin).compose(_decompress())
+    assert client.request(path="/multi").body.bytes() == b"first,second"
+    assert client.request(path="/garbage").body.bytes() == b"payload"
+    assert client.request(path="/deflate-garbage").body.bytes() == b"payload"
+    assert server.accepted == 1
+
+
+def test_empty_bodies_and_skipped_statuses(make_server, make_client):
+    server = _keepalive(make_server, [
+        _raw("200 OK", [("Content-Encoding", "gzip")]),
+        b"HTTP/1.1 204 No Content\r\nContent-Encoding: gzip\r\n\r\n",
+        b"HTTP/1.1 304 Not Modified\r\nContent-Encoding: gzip\r\nContent-Length: 20\r\n\r\n",
+        _raw("200 OK", [("Content-Encoding", "gzip")], chunked=True, body=b""),
+    ])
+    client = make_client(server.origin).compose(_decompress())
+    r = client.request(path="/")
+    assert r.body.bytes() == b"" and "content-encoding" not in r.headers
+    r = client.request(path="/")
+    assert r.status_code == 204 and r.headers["content-encoding"] == "gzip" and r.body.bytes() == b""
+    r = client.request(path="/")
+    assert r.status_code == 304 and r.headers["content-encoding"] == "gzip" and r.body.bytes() == b""
+    assert client.request(path="/").body.bytes() == b""
+    assert server.accepted == 1
+
+
+def test_head_keeps_headers(make_server, make_client):
+    server = _keepalive(make_server, [
+        b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 1234\r\n\r\n",
+        _raw("200 OK", [("Content-Encoding", "gzip")], gzip.compress(b"after head")),
+    ])
+    client = make_client(server.origin).compose(_decompress())
+    r = client.request(path="/", method="HEAD")
+    assert r.headers["content-encoding"] == "gzip" and r.headers["content-length"] == "1234"
+    assert r.body.bytes() == b""
+    assert client.request(path="/").body.bytes() == b"after head"
+    assert server.accepted == 2  # closed after the HEAD
+
+
+def test_too_many_codings_fails_and_does_not_hang(make_server, make_client):
+    body = b"x"
+    server = _keepalive(make_server, [_raw("200 OK", [("Content-Encoding", "identity, " * 5 + "gzip")], body)] * 2)
+    client = make_client(server.origin).compose(_decompress())
+    with gevent.Timeout(5):
+        with pytest.raises(errors.DecompressionError, match="too many content-encodings"):
+            client.request(path="/").body.bytes()
+        with pytest.raises(errors.DecompressionError):
+            client.request(path="/").body.bytes()
+
+
+def test_corrupt_mid_stream_fails_and_next_request_works(make_server, make_client):
+    good = gzip.compress(BIG)
+    bad = good[:2000] + bytes(b ^ 0x5A for b in good[2000:4000]) + good[4000:]
+    server = _keepalive(make_server, [_raw("200 OK", [("Content-Encoding", "gzip")], bad)])
+
+    def second(conn):
+        conn.read_request()
+        conn.respond(good, headers=[("Content-Encoding", "gzip")])
+        conn.wait_closed()
+
+    client = make_client(server.origin).compose(_decompress())
+    with gevent.Timeout(5):
+        with pytest.raises(errors.DecompressionError):
+            client.request(path="/").body.bytes()
+    server2 = make_server(second)
+    assert make_client(server2.origin).compose(_decompress()).request(path="/").body.bytes() == BIG
+
+
+def test_truncated_stream_with_full_length_is_an_error_and_keeps_connection(make_server, make_client):
+    truncated = gzip.compress(b"abc" * 1000)[:-6]
+    server = _keepalive(make_server, [
+        _raw("200 OK", [("Content-Encoding", "gzip")], truncated),
+        _raw("200 OK", [("Content-Encoding", "gzip")], gzip.compress(b"ok")),
+    ])
+    client = make_client(server.origin).compose(_decompress())
+    with gevent.Timeout(5):
+        with pytest.raises(errors.DecompressionError, match="truncated"):
+            client.request(path="/").body.bytes()
+        assert client.request(path="/").body.bytes() == b"ok"
+    assert server.accepted == 1
+
+
+def test_max_decoded_size_exact_boundary(routes, make_client):
+    data = b"a" * 100000
+    server = routes({"/": lambda c, r: c.respond(gzip.compress(data), headers=[("Content-Encoding", "gzip")])})
+    client = make_client(server.origin)
+    assert client.compose(_decompress(max_decoded_size=100000)).request(path="/").body.bytes() == data
+    with pytest.raises(errors.ResponseExceededMaxSizeError):
+        client.compose(_decompress(max_decoded_size=99999)).request(path="/").body.bytes()
+
+
+def test_error_responses_left_encoded_unless_asked(routes, make_client):
+    enc = gzip.compress(b"oops")
+    server = routes({"/": lambda c, r: c.respond(enc, status="500 Internal Server Error", headers=[("Content-Encoding", "gzip")])})
+    client = make_client(server.origin)
+    r = client.compose(_decompress()).request(path="/")
+    assert r.body.bytes() == enc and r.headers["content-encoding"] == "gzip"
+    r = client.compose(_decompress(skip_error_responses=False)).request(path="/")
+    assert r.body.bytes() == b"oops" and "content-encoding" not in r.headers
+
+
+# -- dump -----------------------------------------------------------------------------------------
+def test_dump_reuses_connection_and_delivers_no_body(make_server, make_client, recorder):
+    server = _keepalive(make_server, [
+        _raw("200 OK", [], b"x" * 5000),
+        _raw("404 Not Found", [], b"y" * 100, chunked=True),
+        _raw("200 OK", [], b"z" * 10),
+    ])
+    client = make_client(server.origin).compose(interceptors.dump(max_size=5000))
+    r = client.request(path="/")
+    assert r.status_code == 200 and r.body.bytes() == b""
+    rec = recorder()
+    client.dispatch({"path": "/", "method": "GET"}, rec)
+    assert rec.done.wait(5)
+    assert rec.names() == ["start", "response_start", "end"] and rec.status == 404
+    assert client.request(path="/").body.bytes() == b""
+    assert server.accepted == 1
+
+
+def test_dump_unknown_length_over_max_size(make_server, make_client, recorder):
+    server = _keepalive(make_server, [_raw("200 OK", [], b"x" * 101, chunked=True)])
+    client = make_client(server.origin).compose(interceptors.dump(max_size=100))
+    rec = recorder()
+    client.dispatch({"path": "/", "method": "GET"}, rec)
+    assert rec.done.wait(5)
+    gevent.sleep(0.05)
+    assert isinstance(rec.error, errors.RequestAbortedError)
+    assert "101" in str(rec.error) and "100" in str(rec.error)
+    assert _after_terminal(rec) == []
+
+
+def test_dump_content_length_over_max_size_closes(make_server, make_client):
+    server = _keepalive(make_server, [_raw("200 OK", [], b"x" * 101), _raw("200 OK", [], b"ok")])
+    client = make_client(server.origin).compose(interceptors.dump(max_size=100))
+    with pytest.raises(errors.RequestAbortedError, match=r"Response size \(101\) larger than max_size \(100\)"):
+        client.request(path="/").body.bytes()
+    assert client.request(path="/", dump_max_size=None).status_code == 200
+
+
+def test_dump_head_with_big_length_and_1xx(make_server, make_client):
+    server = _keepalive(make_server, [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 999999\r\n\r\n",
+        b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" + _raw("200 OK", [], b"body"),
+    ])
+    client = make_client(server.origin).compose(interceptors.dump(max_size=10))
+    r = client.request(path="/", method="HEAD")
+    assert r.status_code == 200
+    infos = []
+    r = client.request(path="/", on_info=lambda info: infos.append(info))
+    assert r.status_code == 200 and r.body.bytes() == b""
+    assert len(infos) == 1
+    assert server.accepted == 2  # closed after the HEAD
+
+
+def test_dump_abort_after_head_keeps_connection(make_server, make_client, recorder):
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n12345")
+        gevent.sleep(0.1)
+        conn.send(b"67890")
+        conn.read_request()
+        conn.respond(b"again")
+        conn.wait_closed()
+
+    server = make_server(handler)
+
+    class AbortAtHead(recorder):
+        def on_response_start(self, controller, status_code, headers, status_message):
+            super().on_response_start(controller, status_code, headers, status_message)
+            controller.abort()
+
+    rec = AbortAtHead()
+    client = make_client(server.origin).compose(interceptors.dump())
+    client.dispatch({"path": "/", "method": "GET"}, rec)
+    assert rec.done.wait(0.09)  # at once, not after the body
+    assert isinstance(rec.error, errors.RequestAbortedError)
+    assert client.request(path="/").status_code == 200
+    assert server.accepted == 1
+    assert _after_terminal(rec) == []
+
+
+def test_dump_with_signal(make_server, make_client):
+    import greenhttp
+
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    ctl = greenhttp.AbortController()
+    client = make_client(server.origin).compose(interceptors.dump())
+    gevent.spawn_later(0.05, ctl.abort)
+    with gevent.Timeout(3):
+        r = client.request(path="/", signal=ctl.signal)
+        assert r.status_code == 200  # the head came; the endless body is being dumped
+        with pytest.raises(Exception) as info:
+            r.body.bytes()
+    assert info.value is ctl.signal.reason
+
+
+# -- response_error -------------------------------------------------------------------------------
+def test_response_error_fields_and_reuse(make_server, make_client):
+    problem = {"type": "about:blank", "title": "nope", "status": 422}
+    server = _keepalive(make_server, [
+        _raw("422 Unprocessable Content", [("Content-Type", "application/problem+json")], json.dumps(problem).encode(), chunked=True),
+        _raw("503 Service Unavailable", [("Content-Type", "text/plain; charset=ISO-8859-1")], "café".encode("latin-1")),
+        _raw("400 Bad Request", [("Content-Type", "application/json")], b"{not json"),
+        _raw("404 Not Found", [("Content-Type", "text/html")], b"<p>x</p>"),
+        _raw("500 Internal Server Error", [("Content-Type", "text/plain"), ("Content-Encoding", "gzip")], gzip.compress(b"zipped")),
+        _raw("399 Odd", [], b"fine"),
+    ])
+    client = make_client(server.origin).compose(interceptors.response_error())
+    expected = [(422, problem), (503, "café"), (400, "{not json"), (404, ""), (500, "zipped")]
+    for status, body in expected:
+        with pytest.raises(errors.ResponseError) as info:
+            client.request(path="/")
+        err = info.value
+        assert err.status_code == status and err.status == status
+        assert err.body == body
+        assert err.code == "GH_ERR_RESPONSE"
+        assert isinstance(err.headers, dict) and "content-type" in err.headers
+    assert client.request(path="/").body.bytes() == b"fine"
+    assert server.accepted == 1
+
+
+def test_response_error_head_and_empty_json(make_server, make_client):
+    server = _keepalive(make_server, [
+        b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n",
+        _raw("500 Internal Server Error", [("Content-Type", "application/json")]),
+        _raw("200 OK", [], b"ok"),
+    ])
+    client = make_client(server.origin).compose(interceptors.response_error())
+    with pytest.raises(errors.ResponseError) as info:
+        client.request(path="/", method="HEAD")
+    assert info.value.status_code == 404 and info.value.body == ""
+    with pytest.raises(errors.ResponseError) as info:
+        client.request(path="/")
+    assert info.value.body == ""
+    assert client.request(path="/").body.bytes() == b"ok"
+    assert server.accepted == 2  # closed after the HEAD
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_response_error_too_large_body(make_server, make_client, recorder, chunked):
+    big = b'"' + b"e" * ((1 << 20) + 5000) + b'"'
+    server = _keepalive(make_server, [_raw("500 Internal Server Error", [("Content-Type", "text/plain")], big, chunked=chunked)])
+    client = make_client(server.origin).compose(interceptors.response_error())
+    rec = recorder()
+    client.dispatch({"path": "/", "method": "GET"}, rec)
+    assert rec.done.wait(5)
+    gevent.sleep(0.05)
+    assert rec.names() == ["start", "error"]
+    assert isinstance(rec.error, errors.ResponseError) and rec.error.status_code == 500
+    assert len(rec.error.body) == 1 << 20
