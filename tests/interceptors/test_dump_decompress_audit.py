@@ -344,3 +344,26 @@ def test_response_error_too_large_body(make_server, make_client, recorder, chunk
     assert rec.names() == ["start", "error"]
     assert isinstance(rec.error, errors.ResponseError) and rec.error.status_code == 500
     assert len(rec.error.body) == 1 << 20
+
+
+def test_raw_headers_stay_filtered_after_the_end(make_server, make_client, recorder):
+    server = _keepalive(make_server, [_raw("200 OK", [("Content-Encoding", "gzip"), ("X-Keep", "1")], gzip.compress(b"body"))])
+    seen = {}
+
+    class Raw(recorder):
+        def on_response_start(self, controller, status_code, headers, status_message):
+            seen["start"] = [n.lower() for n in controller.raw_headers[::2]]
+            super().on_response_start(controller, status_code, headers, status_message)
+
+        def on_response_end(self, controller, trailers):
+            seen["end"] = [n.lower() for n in controller.raw_headers[::2]]
+            super().on_response_end(controller, trailers)
+
+    rec = Raw()
+    make_client(server.origin).compose(_decompress()).dispatch({"path": "/", "method": "GET"}, rec)
+    assert rec.done.wait(5) and rec.body == b"body"
+    for when in ("start", "end"):
+        assert b"x-keep" in seen[when]
+        assert b"content-encoding" not in seen[when] and b"content-length" not in seen[when], when
+    assert b"content-encoding" not in [n.lower() for n in rec.controller.raw_headers[::2]]
+

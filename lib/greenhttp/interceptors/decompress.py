@@ -66,6 +66,7 @@ class _DecompressHandler(DecoratorHandler):
         self._max_size = max_size
         self._max_ratio = max_ratio
         self._decoder: BodyDecoder | None = None
+        self._decoding = False  # this response is decoded (stays True once the decoder is gone)
         self._paused = False  # the downstream handler asked for a pause
         self._ended = False  # the encoded body is complete (the request itself is done)
         self._trailers: Any = None
@@ -118,7 +119,7 @@ class _DecompressHandler(DecoratorHandler):
     @property
     def raw_headers(self) -> Any:
         raw = self.target.raw_headers if self.target is not None else None
-        if raw is None or self._decoder is None:
+        if raw is None or not self._decoding:
             return raw
         out: list[bytes] = []
         for i in range(0, len(raw) - 1, 2):
@@ -201,6 +202,7 @@ class _DecompressHandler(DecoratorHandler):
             super().on_response_start(self, status_code, headers, status_message)
             return
         self._decoder = BodyDecoder(codings, max_size=self._max_size, max_ratio=self._max_ratio)
+        self._decoding = True
         headers = {k: v for k, v in headers.items() if k not in ("content-encoding", "content-length")}
         super().on_response_start(self, status_code, headers, status_message)
 
