@@ -367,3 +367,9 @@ def test_raw_headers_stay_filtered_after_the_end(make_server, make_client, recor
         assert b"content-encoding" not in seen[when] and b"content-length" not in seen[when], when
     assert b"content-encoding" not in [n.lower() for n in rec.controller.raw_headers[::2]]
 
+
+def test_empty_content_encoding_is_no_coding(make_server, make_client):
+    server = _keepalive(make_server, [_raw("200 OK", [("Content-Encoding", "")], b"plain")])
+    r = make_client(server.origin).compose(_decompress()).request(path="/")
+    assert r.body.bytes() == b"plain"
+    assert r.headers["content-length"] == "5" and r.headers["content-encoding"] == ""

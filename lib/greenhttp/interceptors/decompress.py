@@ -198,7 +198,7 @@ class _DecompressHandler(DecoratorHandler):
             super().on_response_start(self, status_code, headers, status_message)
             return
         codings = parse_encodings(coding)
-        if codings is None:  # a coding we don't know: pass the body on as it is
+        if not codings:  # a coding we don't know, or none listed: pass the body on as it is
             super().on_response_start(self, status_code, headers, status_message)
             return
         self._decoder = BodyDecoder(codings, max_size=self._max_size, max_ratio=self._max_ratio)
