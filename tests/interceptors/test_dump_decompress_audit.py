@@ -373,3 +373,33 @@ def test_empty_content_encoding_is_no_coding(make_server, make_client):
     r = make_client(server.origin).compose(_decompress()).request(path="/")
     assert r.body.bytes() == b"plain"
     assert r.headers["content-length"] == "5" and r.headers["content-encoding"] == ""
+
+
+def test_byte_by_byte_stacked_codings(make_server, make_client):
+    data = b"stacked and trickled " * 50
+    body = zlib.compress(gzip.compress(data))
+
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Encoding: GZIP , identity,\tDeflate\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for b in body:
+            conn.send(b"1\r\n%c\r\n" % b)
+        conn.send(b"0\r\n\r\n")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    with gevent.Timeout(5):
+        r = make_client(server.origin).compose(_decompress()).request(path="/")
+        assert r.body.bytes() == data
+    assert "content-encoding" not in r.headers and "transfer-encoding" in r.headers
+
+
+def test_dump_bad_per_request_size_is_an_error_not_a_hang(make_server, make_client):
+    server = _keepalive(make_server, [_raw("200 OK", [], b"x")])
+    client = make_client(server.origin).compose(interceptors.dump())
+    for bad in (0, -1, True, "10"):
+        with gevent.Timeout(2):
+            with pytest.raises(errors.InvalidArgumentError, match="dump_max_size"):
+                client.request(path="/", dump_max_size=bad)
+    assert client.request(path="/", dump_max_size=1).status_code == 200
+
