@@ -403,3 +403,17 @@ def test_dump_bad_per_request_size_is_an_error_not_a_hang(make_server, make_clie
                 client.request(path="/", dump_max_size=bad)
     assert client.request(path="/", dump_max_size=1).status_code == 200
 
+
+def test_response_error_deeply_nested_json_falls_back_to_text(make_server, make_client):
+    deep = b"[" * 200000 + b"]" * 200000  # valid JSON, but deeper than the parser's recursion limit
+    server = _keepalive(make_server, [
+        _raw("400 Bad Request", [("Content-Type", "application/json")], deep),
+        _raw("200 OK", [], b"ok"),
+    ])
+    client = make_client(server.origin).compose(interceptors.response_error())
+    with gevent.Timeout(5):
+        with pytest.raises(errors.ResponseError) as info:
+            client.request(path="/")
+    assert info.value.status_code == 400 and info.value.body == deep.decode()
+    assert client.request(path="/").body.bytes() == b"ok"
+    assert server.accepted == 1

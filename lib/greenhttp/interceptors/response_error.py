@@ -121,8 +121,8 @@ class _ResponseErrorHandler(DecoratorHandler):
             if _is_json(mime):
                 try:
                     body = json.loads(body)
-                except ValueError:
-                    pass  # not JSON after all: the text it is
+                except (ValueError, RecursionError):
+                    pass  # not JSON after all (or nested too deep to parse): the text it is
         self._status, status = 0, self._status
         return ResponseError("Response Error", status, self._headers, body)
 
