@@ -417,3 +417,19 @@ def test_response_error_deeply_nested_json_falls_back_to_text(make_server, make_
     assert info.value.status_code == 400 and info.value.body == deep.decode()
     assert client.request(path="/").body.bytes() == b"ok"
     assert server.accepted == 1
+
+
+@pytest.mark.parametrize("charset", ["zlib", "hex", "undefined", "idna"])
+def test_response_error_charset_that_is_no_text_encoding(make_server, make_client, charset):
+    # Python knows these names, but they do not decode bytes to text (or not with errors="replace").
+    server = _keepalive(make_server, [
+        _raw("418 I'm a teapot", [("Content-Type", f"text/plain; charset={charset}")], "tea \xe9".encode()),
+        _raw("200 OK", [], b"ok"),
+    ])
+    client = make_client(server.origin).compose(interceptors.response_error())
+    with gevent.Timeout(5):
+        with pytest.raises(errors.ResponseError) as info:
+            client.request(path="/")
+    assert info.value.status_code == 418 and info.value.body == "tea \xe9"
+    assert client.request(path="/").body.bytes() == b"ok"
+    assert server.accepted == 1

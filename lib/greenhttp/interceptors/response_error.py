@@ -117,7 +117,10 @@ class _ResponseErrorHandler(DecoratorHandler):
             data = _decoded(b"".join(self._parts)[:MAX_ERROR_BODY], self._headers)
             self._parts = []
             mime, charset = _media_type(self._headers)
-            body = data.decode(charset, errors="replace")
+            try:
+                body = data.decode(charset, errors="replace")
+            except (LookupError, UnicodeError):  # a codec but no text encoding (zlib, hex, idna, ...)
+                body = data.decode("utf-8", errors="replace")
             if _is_json(mime):
                 try:
                     body = json.loads(body)
