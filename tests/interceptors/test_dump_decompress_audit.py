@@ -433,3 +433,28 @@ def test_response_error_charset_that_is_no_text_encoding(make_server, make_clien
     assert info.value.status_code == 418 and info.value.body == "tea \xe9"
     assert client.request(path="/").body.bytes() == b"ok"
     assert server.accepted == 1
+
+
+def test_dump_304_and_204_lengths_are_not_body_sizes(make_server, make_client):
+    server = _keepalive(make_server, [
+        b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5000\r\n\r\n",
+        b"HTTP/1.1 204 No Content\r\n\r\n",
+        _raw("200 OK", [], b"x" * 10),
+    ])
+    client = make_client(server.origin).compose(interceptors.dump(max_size=10))
+    assert client.request(path="/").status_code == 304
+    assert client.request(path="/").status_code == 204
+    assert client.request(path="/").body.bytes() == b""
+    assert server.accepted == 1
+
+
+def test_decompress_adds_no_accept_encoding_and_dump_counts_decoded_bytes(make_server, make_client):
+    server = _keepalive(make_server, [
+        _raw("200 OK", [("Content-Encoding", "gzip")], gzip.compress(b"a" * 1000)),
+        _raw("200 OK", [("Content-Encoding", "gzip")], gzip.compress(b"a" * 1001)),
+    ])
+    client = make_client(server.origin).compose(interceptors.dump(max_size=1000), _decompress())
+    assert client.request(path="/").body.bytes() == b""
+    with pytest.raises(errors.RequestAbortedError, match=r"\(1001\) larger than max_size \(1000\)"):
+        client.request(path="/").body.bytes()
+    assert all(r.header("accept-encoding") is None for r in server.requests)
