@@ -15,6 +15,8 @@ import pytest
 from greenhttp import errors, interceptors
 from greenhttp.errors import ExperimentalWarning
 
+pytest_plugins = ["h2_support.fixtures"]
+
 
 def _decompress(**kw):
     with warnings.catch_warnings():
@@ -458,3 +460,42 @@ def test_decompress_adds_no_accept_encoding_and_dump_counts_decoded_bytes(make_s
     with pytest.raises(errors.RequestAbortedError, match=r"\(1001\) larger than max_size \(1000\)"):
         client.request(path="/").body.bytes()
     assert all(r.header("accept-encoding") is None for r in server.requests)
+
+
+# -- the same over HTTP/2 (an abort resets one stream; the connection stays) ------------------------
+def _h2_serve(table):
+    def handler(conn):
+        while True:
+            req = conn.next_request(timeout=5)
+            if req is None:
+                return
+            status, headers, body = table[req.path]
+            conn.respond_later(req.stream_id, status=status, headers=headers, body=body)
+
+    return handler
+
+
+def test_h2_abort_from_data_callback_and_too_large_error(make_h2_server, make_h2c, recorder):
+    big_error = b"e" * ((1 << 20) + 100)
+    server = make_h2_server(_h2_serve({
+        "/gz": (200, [("content-encoding", "gzip")], gzip.compress(BIG)),
+        "/err": (500, [("content-type", "text/plain")], big_error),
+        "/ok": (200, [("content-encoding", "gzip")], gzip.compress(b"fine")),
+    }))
+    client = make_h2c(server.origin)
+
+    class AbortFirst(recorder):
+        def on_response_data(self, controller, chunk):
+            super().on_response_data(controller, chunk)
+            controller.abort(RuntimeError("stop"))
+
+    rec = AbortFirst()
+    client.compose(_decompress()).dispatch({"path": "/gz", "method": "GET"}, rec)
+    rec2 = recorder()
+    client.compose(interceptors.response_error()).dispatch({"path": "/err", "method": "GET"}, rec2)
+    assert rec.done.wait(5) and rec2.done.wait(5)
+    gevent.sleep(0.05)
+    assert rec.names() == ["start", "response_start", "data", "error"]
+    assert rec2.names() == ["start", "error"] and len(rec2.error.body) == 1 << 20
+    assert client.compose(_decompress()).request(path="/ok").body.bytes() == b"fine"
+    assert server.accepted == 1
