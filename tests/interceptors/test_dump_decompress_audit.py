@@ -499,3 +499,34 @@ def test_h2_abort_from_data_callback_and_too_large_error(make_h2_server, make_h2
     assert rec2.names() == ["start", "error"] and len(rec2.error.body) == 1 << 20
     assert client.compose(_decompress()).request(path="/ok").body.bytes() == b"fine"
     assert server.accepted == 1
+
+
+def test_pause_every_piece_resume_from_elsewhere(make_server, make_client, recorder):
+    data = BIG[: 1 << 20]
+    enc = gzip.compress(data)
+
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for i in range(0, len(enc), 3000):
+            part = enc[i:i + 3000]
+            conn.send(b"%x\r\n%s\r\n" % (len(part), part))
+        conn.send(b"0\r\nx-t: 1\r\n\r\n")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    resumes = []
+
+    class PauseAlways(recorder):
+        def on_response_data(self, controller, chunk):
+            super().on_response_data(controller, chunk)
+            assert not controller.paused
+            controller.pause()
+            resumes.append(gevent.spawn_later(0.001, controller.resume))
+
+    rec = PauseAlways()
+    make_client(server.origin).compose(_decompress()).dispatch({"path": "/", "method": "GET"}, rec)
+    assert rec.done.wait(10)
+    gevent.joinall(resumes, timeout=2)
+    assert rec.error is None and rec.body == data and rec.trailers == {"x-t": "1"}
+    assert rec.names()[-1] == "end" and rec.names().count("end") == 1
