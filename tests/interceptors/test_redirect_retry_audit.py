@@ -28,6 +28,15 @@ def _fast(**kw):
 # -- redirect ----------------------------------------------------------------------------------------
 
 
+def test_307_keeps_a_custom_method_exactly_as_sent(routes, make_client):
+    # RFC 9110 §9.1: the method token is case-sensitive; §15.4.8: a 307 MUST NOT change it.
+    server = routes({"/a": _to("/b", "307 Temporary Redirect"), "/b": _ok()})
+    composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=2))
+    r = composed.request(path="/a", method="purge")
+    assert r.status_code == 200
+    assert [q.method for q in server.requests] == ["purge", "purge"]
+
+
 def test_303_turns_put_into_get_and_drops_only_content_headers(routes, make_client):
     server = routes({"/a": _to("/b", "303 See Other"), "/b": _ok()})
     composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=2))

@@ -236,12 +236,13 @@ def next_hop(
             "A Client or Pool sends every request to its own origin: use an Agent for "
             "cross-origin redirects."
         )
-    method = str(opts.get("method", "GET")).upper()
+    method = str(opts.get("method", "GET"))  # kept as sent: a method is case-sensitive (RFC 9110 §9.1)
+    known = method.upper()  # but "post" and "head" are POST and HEAD to the dispatcher
     drop_body = False
     drop_content = status_code == 303
-    if status_code in (301, 302) and method == "POST":
+    if status_code in (301, 302) and known == "POST":
         method, drop_body, drop_content = "GET", True, True
-    elif status_code == 303 and method != "HEAD":
+    elif status_code == 303 and known != "HEAD":
         method, drop_body = "GET", True
     if not drop_body and opts.get("body") is not None and not body_replayable:
         return None  # a streamed body was sent and can't be sent again: deliver the redirect
