@@ -161,6 +161,18 @@ def test_a_streamed_body_on_307_before_it_was_read_is_sent_once_per_hop(routes, 
 # -- retry ------------------------------------------------------------------------------------------
 
 
+def test_lowercase_head_with_a_content_length_is_not_a_short_body(routes, make_client):
+    # RFC 9110 §9.3.2: a HEAD response has no body, whatever its Content-Length says.
+    def head(conn, req):
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n")
+
+    server = routes({"/": head})
+    composed = make_client(server.origin).compose(_fast())
+    r = composed.request(path="/", method="head")
+    assert r.status_code == 200
+    assert r.body.bytes() == b""
+
+
 def test_post_with_a_retryable_status_fails_at_once(routes, make_client):
     server = routes({"/": lambda conn, req: conn.respond(b"busy", status="503 Service Unavailable")})
     composed = make_client(server.origin).compose(_fast())

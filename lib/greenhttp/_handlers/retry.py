@@ -260,7 +260,7 @@ class RetryHandler(RetryController):
             if rng is not None:
                 self._received = rng.start
                 self._end = rng.end
-        elif status_code == 200 and self.opts.get("method") != "HEAD":
+        elif status_code == 200 and str(self.opts.get("method", "GET")).upper() != "HEAD":
             length = headers.get("content-length")
             if isinstance(length, str) and length.isdigit():
                 self._end = int(length) - 1
