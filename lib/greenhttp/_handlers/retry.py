@@ -348,7 +348,11 @@ class RetryHandler(RetryController):
                 spawn(self._redispatch)  # a custom policy may answer from anywhere
 
         self._waiting = True
-        timer = self._policy(err, decided)
+        try:
+            timer = self._policy(err, decided)
+        except Exception as exc:  # a custom policy that raises stops with its error (never a hang)
+            self._deliver_error(exc)
+            return
         if self._waiting and not self._done:
             self._timer = timer
 
@@ -372,7 +376,11 @@ class RetryHandler(RetryController):
 
         controller.pause()
         self._waiting = True
-        timer = self._policy(err, decided)
+        try:
+            timer = self._policy(err, decided)
+        except Exception as exc:
+            self._give_up(exc, controller)
+            return
         if self._waiting and not self._done:
             self._timer = timer
 
