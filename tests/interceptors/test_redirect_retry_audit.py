@@ -528,3 +528,99 @@ def test_a_custom_policy_that_raises_on_a_held_response_fails_the_request(routes
     with gevent.Timeout(5), pytest.raises(ValueError, match="policy bug"):
         composed.request(path="/")
     assert len(server.requests) == 1
+
+
+def test_a_post_cut_midway_is_not_retried(routes, make_client):
+    def cut(conn, req):
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + b"x" * 10)
+        return False
+
+    server = routes({"/": cut})
+    r = make_client(server.origin).compose(_fast()).request(path="/", method="POST", body=b"b")
+    with gevent.Timeout(5), pytest.raises(errors.SocketError):
+        r.body.bytes()
+    assert len(server.requests) == 1
+
+
+def test_listed_error_codes_retry_a_headers_timeout(make_server, make_client):
+    hits = []
+
+    def handler(conn):
+        while conn.read_request() is not None:
+            hits.append(1)
+            if len(hits) == 1:
+                gevent.sleep(0.5)
+                return
+            conn.respond(b"late but ok")
+
+    server = make_server(handler)
+    composed = make_client(server.origin, headers_timeout=0.1).compose(
+        _fast(error_codes=["GH_ERR_HEADERS_TIMEOUT"]))
+    with gevent.Timeout(5):
+        assert composed.request(path="/").body.text() == "late but ok"
+    assert len(hits) == 2
+
+
+@pytest.mark.parametrize(
+    ("location", "target"),
+    [
+        (b"/caf\xc3\xa9", "/caf%C3%A9"),
+        (b"/b?q=a b&r=%20", "/b?q=a%20b&r=%20"),
+        (b"HTTP:/b", "/b"),
+        (b"?only=query", "/dir/page?only=query"),
+        (b"../up", "/up"),
+        (b"  /spaced  ", "/spaced"),
+    ],
+)
+def test_location_bytes_resolve_and_encode(routes, make_client, location, target):
+    def redirect(conn, req):
+        conn.send(b"HTTP/1.1 302 Found\r\nLocation: " + location + b"\r\nContent-Length: 0\r\n\r\n")
+
+    table = {"/dir/page": redirect}
+    server = routes(table)
+    table[target] = _ok()
+    composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=2))
+    r = composed.request(path="/dir/page")
+    assert r.body.text() == "final"
+    assert [q.target for q in server.requests] == ["/dir/page", target]
+
+
+@pytest.mark.parametrize("status", ["300 Multiple Choices", "301 Moved Permanently", "308 Permanent Redirect"])
+def test_every_redirect_status_is_followed(routes, make_client, status):
+    server = routes({"/a": _to("/b", status), "/b": _ok()})
+    composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=1))
+    assert composed.request(path="/a").body.text() == "final"
+
+
+@pytest.mark.parametrize("status", ["304 Not Modified", "305 Use Proxy", "306 Unused", "201 Created"])
+def test_other_statuses_with_a_location_are_not_followed(routes, make_client, status):
+    def answer(conn, req):
+        if status.startswith("304"):
+            conn.send(f"HTTP/1.1 {status}\r\nLocation: /b\r\n\r\n".encode())
+        else:
+            conn.respond(b"here", status=status, headers=[("Location", "/b")])
+
+    server = routes({"/a": answer, "/b": _ok()})
+    composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=3))
+    r = composed.request(path="/a")
+    assert r.status_code == int(status[:3])
+    r.body.dump()
+    assert len(server.requests) == 1
+
+
+def test_abort_through_the_signal_during_a_hop_stops_the_chain(routes, make_client):
+    from greenhttp import AbortController, DOMException
+
+    ac = AbortController()
+
+    def slow_b(conn, req):
+        ac.abort()
+        gevent.sleep(0.2)
+        conn.respond(b"too late")
+
+    server = routes({"/a": _to("/b"), "/b": slow_b, "/c": _ok()})
+    composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=3))
+    with gevent.Timeout(5), pytest.raises(DOMException) as info:
+        composed.request(path="/a", signal=ac.signal)
+    assert info.value.name == "AbortError"
+    assert [q.target for q in server.requests] == ["/a", "/b"]
