@@ -624,3 +624,23 @@ def test_abort_through_the_signal_during_a_hop_stops_the_chain(routes, make_clie
         composed.request(path="/a", signal=ac.signal)
     assert info.value.name == "AbortError"
     assert [q.target for q in server.requests] == ["/a", "/b"]
+
+
+def test_a_held_response_cut_while_the_policy_waits_is_retried_once(routes, make_client, recorder):
+    n = []
+
+    def handle(conn, req):
+        n.append(1)
+        if len(n) == 1:
+            conn.send(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 50\r\n\r\nbu")
+            return False  # cut while the retry decision holds the response
+        conn.respond(b"ok")
+
+    server = routes({"/": handle})
+    composed = make_client(server.origin).compose(_fast(min_timeout=0.1, throw_on_error=False))
+    rec = recorder()
+    composed.dispatch({"path": "/", "method": "GET"}, rec)
+    assert rec.done.wait(5)
+    gevent.sleep(0.2)  # a second back-off (0.1 s) would have sent again by now
+    assert rec.error is None and (rec.status, rec.body) == (200, b"ok")
+    assert len(server.requests) == 2
