@@ -644,3 +644,24 @@ def test_a_held_response_cut_while_the_policy_waits_is_retried_once(routes, make
     gevent.sleep(0.2)  # a second back-off (0.1 s) would have sent again by now
     assert rec.error is None and (rec.status, rec.body) == (200, b"ok")
     assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("digits", [400, 5000])
+def test_a_huge_retry_after_is_capped_not_a_crash(routes, make_client, digits):
+    # Retry-After comes from the server: a delay too large for a float (or for int()'s
+    # digit limit) is still just "longer than max_timeout".
+    seen = []
+
+    def handle(conn, req):
+        seen.append(time.monotonic())
+        if len(seen) == 1:
+            conn.respond(b"busy", status="503 Service Unavailable", headers=[("Retry-After", "9" * digits)])
+        else:
+            conn.respond(b"ok")
+
+    server = routes({"/": handle})
+    composed = make_client(server.origin).compose(_fast(max_timeout=0.1))
+    with gevent.Timeout(5):
+        r = composed.request(path="/")
+    assert r.body.text() == "ok"
+    assert 0.08 <= seen[1] - seen[0] < 1.0

@@ -313,7 +313,7 @@ def parse_retry_after(value: Any, now: float) -> float | None:
         return None
     text = value.strip()
     if text.isdigit() and text.isascii():
-        return float(int(text))
+        return float(text)  # inf when too large (int() would fail past 4300 digits, float(int) overflow)
     when = parse_http_date(text, now)
     if when is None:
         return None
