@@ -665,3 +665,14 @@ def test_a_huge_retry_after_is_capped_not_a_crash(routes, make_client, digits):
         r = composed.request(path="/")
     assert r.body.text() == "ok"
     assert 0.08 <= seen[1] - seen[0] < 1.0
+
+
+def test_a_content_range_of_too_many_digits_is_just_not_resumable(routes, make_client):
+    def ranged(conn, req):
+        conn.send(b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/" + b"9" * 5000
+                  + b"\r\nContent-Length: 10\r\n\r\n0123456789")
+
+    server = routes({"/": ranged})
+    r = make_client(server.origin).compose(_fast()).request(path="/", headers={"range": "bytes=0-9"})
+    assert r.status_code == 206
+    assert r.body.bytes() == b"0123456789"

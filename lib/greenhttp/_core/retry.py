@@ -340,8 +340,11 @@ def parse_content_range(value: Any) -> ContentRange | None:
     m = _CONTENT_RANGE.match(value.strip())
     if not m:
         return None
-    start, end = int(m.group(1)), int(m.group(2))
-    size = None if m.group(3) == "*" else int(m.group(3))
+    try:
+        start, end = int(m.group(1)), int(m.group(2))
+        size = None if m.group(3) == "*" else int(m.group(3))
+    except ValueError:  # past int()'s digit limit: no range we could ever resume
+        return None
     if end < start or (size is not None and end >= size):
         return None
     return ContentRange(start, end, size)
