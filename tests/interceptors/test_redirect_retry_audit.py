@@ -676,3 +676,50 @@ def test_a_content_range_of_too_many_digits_is_just_not_resumable(routes, make_c
     r = make_client(server.origin).compose(_fast()).request(path="/", headers={"range": "bytes=0-9"})
     assert r.status_code == 206
     assert r.body.bytes() == b"0123456789"
+
+
+def test_a_pool_follows_same_origin_redirects_and_keeps_credentials(routes):
+    import greenhttp
+
+    server = routes({"/a": _to("/b", "308 Permanent Redirect"), "/b": _ok()})
+    pool = greenhttp.Pool(server.origin, connections=2)
+    try:
+        composed = pool.compose(interceptors.redirect(max_redirections=1))
+        r = composed.request(path="/a", method="PUT", body=b"v", headers={"authorization": "x"})
+        assert r.body.text() == "final"
+        assert r.context["history"] == [f"{server.origin}/a", f"{server.origin}/b"]
+        second = server.requests[1]
+        assert (second.method, second.body, second.header("authorization")) == ("PUT", b"v", "x")
+    finally:
+        with gevent.Timeout(5):
+            pool.destroy()
+
+
+def test_a_client_given_a_cross_origin_redirect_does_not_leak_credentials(routes, make_client):
+    other = routes({"/x": _ok(b"other")})
+    server = routes({"/a": _to(f"{other.origin}/x"), "/x": _ok(b"mine")})
+    composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=2))
+    with gevent.Timeout(5):
+        try:
+            r = composed.request(path="/a", headers={"cookie": "secret=1"})
+            r.body.dump()
+        except errors.GreenHTTPError:
+            pass
+    for q in server.requests[1:] + other.requests:
+        assert q.header("cookie") is None
+
+
+@pytest.mark.parametrize("method", ["HEAD", "head"])
+def test_head_redirects_with_a_declared_length_and_no_body(routes, make_client, method):
+    def moved(conn, req):
+        conn.send(b"HTTP/1.1 301 Moved Permanently\r\nLocation: /b\r\nContent-Length: 100\r\n\r\n")
+
+    def final(conn, req):
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n")
+
+    server = routes({"/a": moved, "/b": final})
+    composed = make_client(server.origin).compose(_fast(), interceptors.redirect(max_redirections=1))
+    with gevent.Timeout(5):
+        r = composed.request(path="/a", method=method)
+        assert (r.status_code, r.body.bytes()) == (200, b"")
+    assert [q.method.upper() for q in server.requests] == ["HEAD", "HEAD"]
