@@ -723,3 +723,32 @@ def test_head_redirects_with_a_declared_length_and_no_body(routes, make_client, 
         r = composed.request(path="/a", method=method)
         assert (r.status_code, r.body.bytes()) == (200, b"")
     assert [q.method.upper() for q in server.requests] == ["HEAD", "HEAD"]
+
+
+def _stop_later(err, ctx, cb):
+    return gevent.spawn_later(0.05, cb, err)
+
+
+@pytest.mark.parametrize("policy", [None, _stop_later], ids=["at-once", "later"])
+def test_a_handler_pausing_at_the_head_of_a_held_response_stays_paused(routes, make_client, recorder, policy):
+    # throw_on_error=False holds the response (paused) while the policy decides, then hands it
+    # over: a handler that pauses in on_response_start must not get data before it resumes.
+    server = routes({"/": lambda conn, req: conn.respond(b"busy", status="503 Service Unavailable")})
+
+    class Pausing(recorder):
+        def on_response_start(self, controller, status_code, headers, status_message):
+            super().on_response_start(controller, status_code, headers, status_message)
+            controller.pause()
+
+            def later():
+                self.calls.append(("resume",))
+                controller.resume()
+
+            gevent.spawn_later(0.1, later)
+
+    rec = Pausing()
+    composed = make_client(server.origin).compose(_fast(max_retries=0, throw_on_error=False, retry=policy))
+    composed.dispatch({"path": "/", "method": "GET"}, rec)
+    assert rec.done.wait(5)
+    assert [c[0] for c in rec.calls if c[0] != "start"] == ["response_start", "resume", "data", "end"]
+    assert rec.body == b"busy"

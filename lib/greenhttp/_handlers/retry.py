@@ -51,11 +51,16 @@ class RetryController:
     def _consumer_abort(self, reason: BaseException | None) -> None:
         raise NotImplementedError
 
+    def _consumer_paused(self, paused: bool) -> None:
+        raise NotImplementedError
+
     def pause(self) -> None:
+        self._consumer_paused(True)
         if self.target is not None:
             self.target.pause()
 
     def resume(self) -> None:
+        self._consumer_paused(False)
         if self.target is not None:
             self.target.resume()
 
@@ -135,6 +140,7 @@ class RetryHandler(RetryController):
         self._waiting = False  # between attempts: deciding or backing off
         self._timer: Any = None
         self._abort_reason: BaseException | None = None
+        self._downstream_paused = False  # the downstream handler's last pause()/resume()
 
     @property
     def controller(self) -> RetryController:
@@ -369,7 +375,10 @@ class RetryHandler(RetryController):
                 self._waiting = False
                 self._checkpoint(status_code, headers)
                 self._headers_sent = True
+                self._downstream_paused = False
                 self._forward("on_response_start", status_code, headers, status_message)
+                if self._downstream_paused:
+                    return  # the handler paused at the head: our hold becomes its pause
             else:
                 self._redispatch_at_end = True  # drop the body, then go again at once
             controller.resume()
@@ -406,6 +415,9 @@ class RetryHandler(RetryController):
             self.dispatch(opts, self)
         except Exception as exc:
             self._deliver_error(exc)
+
+    def _consumer_paused(self, paused: bool) -> None:
+        self._downstream_paused = paused
 
     def _consumer_abort(self, reason: BaseException | None) -> None:
         if self._done or self._abort_reason is not None:
