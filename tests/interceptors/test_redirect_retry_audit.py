@@ -752,3 +752,29 @@ def test_a_handler_pausing_at_the_head_of_a_held_response_stays_paused(routes, m
     assert rec.done.wait(5)
     assert [c[0] for c in rec.calls if c[0] != "start"] == ["response_start", "resume", "data", "end"]
     assert rec.body == b"busy"
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [{"retry_options": {"max_retries": -1}}, {"retry_options": {"nope": 1}}, {"retry_options": [1]},
+     {"max_redirections": -1}, {"max_redirections": True}, {"throw_on_max_redirect": "yes"},
+     {"strip_headers_on_redirect": "authorization"}],
+)
+def test_bad_per_request_options_fail_before_anything_is_sent(routes, make_client, opts):
+    server = routes({"/": _ok()})
+    composed = make_client(server.origin).compose(_fast(), interceptors.redirect(max_redirections=1))
+    with gevent.Timeout(5), pytest.raises(errors.InvalidArgumentError):
+        composed.request(path="/", **opts)
+    assert server.requests == []
+
+
+def test_a_redirect_whose_body_runs_to_eof_is_followed_on_a_new_connection(routes, make_client):
+    def to_eof(conn, req):
+        conn.send(b"HTTP/1.1 302 Found\r\nLocation: /b\r\nConnection: close\r\n\r\nbody until eof")
+        return False
+
+    server = routes({"/a": to_eof, "/b": _ok()})
+    composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=1))
+    with gevent.Timeout(5):
+        assert composed.request(path="/a").body.text() == "final"
+    assert server.accepted == 2
