@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import gevent
+import gevent.event
 import pytest
 
 from greenhttp import errors, interceptors
@@ -778,3 +779,34 @@ def test_a_redirect_whose_body_runs_to_eof_is_followed_on_a_new_connection(route
     with gevent.Timeout(5):
         assert composed.request(path="/a").body.text() == "final"
     assert server.accepted == 2
+
+
+def test_an_abort_while_the_next_hop_waits_for_a_connection_fails_at_once(routes, make_agent):
+    from greenhttp import AbortController, DOMException
+
+    release = gevent.event.Event()
+
+    def slow(conn, req):
+        release.wait(5)
+        conn.respond(b"slow")
+
+    b = routes({"/slow": slow, "/x": _ok(b"b")})
+    a = routes({"/a": _to(f"{b.origin}/x")})
+    agent = make_agent(connections=1)
+    busy = gevent.spawn(lambda: agent.request(origin=b.origin, path="/slow").body.text())
+    with gevent.Timeout(5):
+        while not b.requests:
+            gevent.sleep(0.01)
+    composed = agent.compose(interceptors.redirect(max_redirections=2))
+    ac = AbortController()
+    gevent.spawn_later(0.2, ac.abort)
+    started = time.monotonic()
+    try:
+        with gevent.Timeout(5), pytest.raises(DOMException):
+            composed.request(origin=a.origin, path="/a", signal=ac.signal)
+        assert time.monotonic() - started < 1.0  # not once the connection to b is free
+    finally:
+        release.set()
+        with gevent.Timeout(5):
+            assert busy.get() == "slow"
+    assert [q.target for q in b.requests] == ["/slow"]  # the aborted hop never went out

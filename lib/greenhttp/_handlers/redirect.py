@@ -10,6 +10,9 @@ is read, so it never costs the connection either.
 The downstream handler sees ``on_request_start`` once per hop, with a
 context whose ``"history"`` is the list of URLs requested so far (the same
 list object each time, so at the end it holds every hop, the final URL last).
+The controller it gets there is this handler, which steers the current hop:
+an abort while the next hop waits to start (for a connection) fails the
+request at once, and that hop is aborted when it starts.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from .._core.body import StreamBody
 from .._core.redirect import Hop, RedirectOptions, next_hop, normalize_origin, request_path
+from ..errors import RequestAbortedError
 from .base import DecoratorHandler
 
 __all__ = ["RedirectHandler"]
@@ -46,6 +50,50 @@ class RedirectHandler(DecoratorHandler):
         self.history: list[str] = []
         self._next: Hop | None = None
         self._error: BaseException | None = None
+        self._target: Any = None  # the current hop's controller
+        self._between = False  # the next hop was dispatched and has not started yet
+        self._abort_reason: BaseException | None = None
+        self._done = False  # the request failed between hops: later callbacks are dropped
+
+    # -- the controller the downstream handler gets in on_request_start --------------------------
+    def abort(self, reason: BaseException | None = None) -> None:
+        if self._abort_reason is not None or self._done:
+            return
+        reason = self._abort_reason = reason if reason is not None else RequestAbortedError()
+        if not self._between:
+            self._target.abort(reason)
+            return
+        self._done = True  # the hop is queued: fail now, abort it when it starts
+        handler, self.handler = self.handler, None
+        fn = getattr(handler, "on_response_error", None)
+        if fn is not None:
+            fn(self, reason)
+
+    def pause(self) -> None:
+        self._target.pause()
+
+    def resume(self) -> None:
+        self._target.resume()
+
+    @property
+    def aborted(self) -> bool:
+        return self._abort_reason is not None or bool(self._target.aborted)
+
+    @property
+    def paused(self) -> bool:
+        return bool(self._target.paused)
+
+    @property
+    def reason(self) -> BaseException | None:
+        return self._abort_reason if self._abort_reason is not None else self._target.reason
+
+    @property
+    def raw_headers(self) -> Any:
+        return self._target.raw_headers
+
+    @property
+    def raw_trailers(self) -> Any:
+        return self._target.raw_trailers
 
     def _url(self) -> str:
         origin = normalize_origin(self.opts.get("origin")) or ""
@@ -53,11 +101,18 @@ class RedirectHandler(DecoratorHandler):
         return path if path.startswith(("http://", "https://")) else origin + path
 
     def on_request_start(self, controller: Any, context: Any) -> None:
+        self._target = controller
+        self._between = False
+        if self._abort_reason is not None:
+            controller.abort(self._abort_reason)
+            return
         ctx = dict(context) if isinstance(context, dict) else {}
         ctx["history"] = self.history
-        super().on_request_start(controller, ctx)
+        super().on_request_start(self, ctx)
 
     def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
+        if self._done:
+            return
         if status_code < 200:
             super().on_response_start(controller, status_code, headers, status_message)
             return
@@ -74,20 +129,35 @@ class RedirectHandler(DecoratorHandler):
 
     def on_response_data(self, controller: Any, chunk: bytes) -> None:
         # RFC 9110 §15.4: a redirect's body is only a hint for humans; it is dropped.
-        if self._next is None and self._error is None:
+        if self._next is None and self._error is None and not self._done:
             super().on_response_data(controller, chunk)
 
     def on_response_end(self, controller: Any, trailers: Any) -> None:
+        if self._done:
+            return
         error, self._error = self._error, None
         if error is not None:
-            super().on_response_error(controller, error)
+            self.on_response_error(controller, error)
             return
         hop, self._next = self._next, None
         if hop is None:
             super().on_response_end(controller, trailers)
+            self.handler = None  # the downstream handler holds this controller: no cycle left
             return
         self.opts = hop.opts
+        self._between = True
         try:
             self.dispatch(hop.opts, self)
         except Exception as exc:
-            super().on_response_error(controller, exc)
+            self.on_response_error(controller, exc)
+
+    def on_response_error(self, controller: Any, err: BaseException) -> None:
+        if not self._done and self.handler is not None:
+            self._between = False
+            super().on_response_error(controller, err)
+            self.handler = None
+
+    def on_request_upgrade(self, controller: Any, status_code: int, headers: Any, socket: Any) -> None:
+        if not self._done:
+            super().on_request_upgrade(controller, status_code, headers, socket)
+            self.handler = None
