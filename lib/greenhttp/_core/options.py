@@ -105,6 +105,7 @@ class ClientOptions:
 
 
 _FIELDS = set(ClientOptions.__dataclass_fields__)
+_MAX_WINDOW = 2**31 - 1
 
 
 def validate_client_options(opts: dict[str, Any], **defaults: Any) -> ClientOptions:
@@ -153,6 +154,10 @@ def validate_client_options(opts: dict[str, Any], **defaults: Any) -> ClientOpti
     out["connection_window_size"] = check_int(
         "connection_window_size", o.get("connection_window_size"), base.connection_window_size, minimum=1
     )
+    # RFC 9113 §6.5.2 and §6.9.1: no flow-control window may exceed 2**31 - 1.
+    for name in ("initial_window_size", "connection_window_size"):
+        if out[name] > _MAX_WINDOW:
+            raise InvalidArgumentError(f"{name} must be at most {_MAX_WINDOW}, got {out[name]!r}")
     out["max_cached_sessions"] = check_int("max_cached_sessions", o.get("max_cached_sessions"), None)
     for name in ("strict_content_length", "auto_select_family", "allow_h2", "use_h2c"):
         out[name] = _check_bool(name, o.get(name), getattr(base, name))

@@ -1,0 +1,75 @@
+"""Audit: validation of public options and arguments (types, ranges, defaults, messages)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import greenhttp
+from greenhttp.errors import InvalidArgumentError
+
+URL = "http://127.0.0.1:1"  # never connected to: constructors are lazy
+
+
+# -- Client ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("body_timeout", math.nan),
+        ("body_timeout", math.inf),
+        ("headers_timeout", "1"),
+        ("connect_timeout", True),
+        ("keep_alive_timeout", 0),
+        ("keep_alive_max_timeout", -1.0),
+        ("keep_alive_timeout_threshold", math.nan),
+        ("pipelining", 1.0),
+        ("pipelining", -1),
+        ("max_header_size", 0),
+        ("max_response_size", -2),
+        ("max_requests_per_client", -1),
+        ("max_concurrent_streams", 0),
+        ("initial_window_size", 0),
+        ("initial_window_size", 2**31),
+        ("connection_window_size", 2**31),
+        ("connection_window_size", 2**40),
+        ("ping_interval", math.nan),
+        ("allow_h2", 1),
+        ("local_address", "localhost"),
+        ("socket_path", 1),
+        ("max_cached_sessions", 1.5),
+    ],
+)
+def test_client_refuses_bad_option_naming_it_and_value(name, value):
+    with pytest.raises(InvalidArgumentError) as ei:
+        greenhttp.Client(URL, **{name: value})
+    assert name in str(ei.value)
+    assert repr(value) in str(ei.value) or str(value) in str(ei.value)
+
+
+def test_window_sizes_accept_the_rfc_maximum():
+    # RFC 9113 §6.5.2/§6.9.1: 2**31 - 1 is the largest legal window.
+    with greenhttp.Client(URL, use_h2c=True, initial_window_size=2**31 - 1, connection_window_size=2**31 - 1) as c:
+        assert c.closed is False
+
+
+@pytest.mark.parametrize("name", ["pipelining", "max_requests_per_client", "body_timeout", "headers_timeout",
+                                  "connect_timeout", "ping_interval"])
+def test_client_zero_means_disabled_is_accepted(name):
+    with greenhttp.Client(URL, **{name: 0}) as c:
+        assert c.closed is False
+
+
+@pytest.mark.parametrize("name", ["keep_alive", "socket_timeout", "request_timeout", "idle_timeout",
+                                  "max_keep_alive_timeout", "tls"])
+def test_client_removed_option_points_to_replacement(name):
+    with pytest.raises(InvalidArgumentError, match=rf"unsupported {name}, "):
+        greenhttp.Client(URL, **{name: 1})
+
+
+@pytest.mark.parametrize("ctor", [greenhttp.Client, greenhttp.Pool, greenhttp.H2CClient])
+def test_unknown_constructor_option_is_refused(ctor):
+    with pytest.raises(InvalidArgumentError, match="bogus"):
+        ctor(URL, bogus=1)
