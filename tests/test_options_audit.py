@@ -73,3 +73,18 @@ def test_client_removed_option_points_to_replacement(name):
 def test_unknown_constructor_option_is_refused(ctor):
     with pytest.raises(InvalidArgumentError, match="bogus"):
         ctor(URL, bogus=1)
+
+
+# -- interceptors --------------------------------------------------------------
+
+
+def test_cache_by_default_refuses_nan():
+    # NaN passed the "< 0" check and then cached forever in MemoryCacheStore but
+    # never in SqliteCacheStore: it is no number of seconds.
+    with pytest.raises(InvalidArgumentError, match=r"cache_by_default .* got nan"):
+        greenhttp.interceptors.cache(cache_by_default=math.nan)
+
+
+@pytest.mark.parametrize("value", [0, 0.5, 60, math.inf])
+def test_cache_by_default_accepts_non_negative_seconds(value):
+    assert callable(greenhttp.interceptors.cache(cache_by_default=value))

@@ -111,7 +111,9 @@ def cache(
             raise InvalidArgumentError(f"store must be a CacheStore with a {name}() method, got {store!r}")
     cached_methods = _check_methods(methods)
     if cache_by_default is not None and (
-        isinstance(cache_by_default, bool) or not isinstance(cache_by_default, (int, float)) or cache_by_default < 0
+        isinstance(cache_by_default, bool)
+        or not isinstance(cache_by_default, (int, float))
+        or not cache_by_default >= 0  # NaN too
     ):
         raise InvalidArgumentError(
             f"cache_by_default must be a non-negative number of seconds or None, got {cache_by_default!r}"
