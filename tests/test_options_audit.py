@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import math
 
+import gevent
 import pytest
 
 import greenhttp
+from greenhttp import _global
 from greenhttp.errors import InvalidArgumentError
+from testkit import serve_forever
 
 URL = "http://127.0.0.1:1"  # never connected to: constructors are lazy
 
@@ -88,3 +92,56 @@ def test_cache_by_default_refuses_nan():
 @pytest.mark.parametrize("value", [0, 0.5, 60, math.inf])
 def test_cache_by_default_accepts_non_negative_seconds(value):
     assert callable(greenhttp.interceptors.cache(cache_by_default=value))
+
+
+# -- module-level functions and dispatcher= --------------------------------------
+
+
+class OnlyDispatch:
+    """A dispatcher with dispatch() and nothing else: all set_global_dispatcher() asks for."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.calls = 0
+
+    def dispatch(self, options, handler):
+        self.calls += 1
+        return self.inner.dispatch(options, handler)
+
+
+def test_module_functions_work_with_a_dispatch_only_dispatcher(make_server):
+    server = make_server(serve_forever(b"mine"))
+    with greenhttp.Agent() as agent:
+        d = OnlyDispatch(agent)
+        with gevent.Timeout(5):
+            assert greenhttp.request(server.origin + "/", dispatcher=d).body.bytes() == b"mine"
+            chunks = []
+            sink = type("Sink", (), {"write": lambda self, b: chunks.append(b)})()
+            greenhttp.stream(server.origin + "/", lambda data: sink, dispatcher=d)
+            assert b"".join(chunks) == b"mine"
+            duplex = greenhttp.pipeline(server.origin + "/", lambda data: data.body, method="POST", dispatcher=d)
+            duplex.end(b"x")
+            assert duplex.read() == b"mine"
+        assert d.calls == 3
+
+
+def test_global_dispatch_only_dispatcher_serves_module_request(make_server):
+    server = make_server(serve_forever(b"global"))
+    saved = _global._global_dispatcher
+    with greenhttp.Agent() as agent:
+        d = OnlyDispatch(agent)
+        try:
+            greenhttp.set_global_dispatcher(d)  # accepted: it has dispatch()
+            with gevent.Timeout(5):
+                assert greenhttp.request(server.origin + "/").body.bytes() == b"global"
+        finally:
+            _global._global_dispatcher = saved
+        assert d.calls == 1
+
+
+@pytest.mark.parametrize("bad", [1, "http://x", object(), greenhttp.Agent])
+@pytest.mark.parametrize("fn", ["request", "stream", "upgrade", "connect"])
+def test_module_functions_refuse_a_non_dispatcher(fn, bad):
+    args = (lambda data: io.BytesIO(),) if fn == "stream" else ()
+    with pytest.raises(InvalidArgumentError, match=r"dispatcher must have a dispatch\(options, handler\) method"):
+        getattr(greenhttp, fn)("http://127.0.0.1:1/", *args, dispatcher=bad)

@@ -10,6 +10,7 @@ first use). Everything else is passed through unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any, overload
 from urllib.parse import urlsplit
 
@@ -67,12 +68,12 @@ def get_global_dispatcher() -> Any:
     return dispatcher
 
 
-def _split(url: Any, options: dict[str, Any], *, keep_path: bool = False) -> tuple[Any, str, str]:
+def _split(url: Any, options: dict[str, Any], name: str, *, keep_path: bool = False) -> tuple[Any, str, str]:
     """Pick the dispatcher and split ``url`` into its origin and request target.
 
     A ``path`` option replaces the URL's path and query (a leading ``/`` is
     added unless ``keep_path``: CONNECT's ``host:port``). Returns
-    ``(dispatcher, origin, path)``.
+    ``(the dispatcher's method ``name``, origin, path)``.
     """
     if options.pop("agent", None) is not None:
         raise InvalidArgumentError("unsupported agent option, did you mean dispatcher?")
@@ -80,6 +81,13 @@ def _split(url: Any, options: dict[str, Any], *, keep_path: bool = False) -> tup
     options.pop("origin", None)  # the URL's origin wins (as in the original)
     if dispatcher is None:
         dispatcher = get_global_dispatcher()
+    if isinstance(dispatcher, type) or not callable(getattr(dispatcher, "dispatch", None)):
+        raise InvalidArgumentError(f"dispatcher must have a dispatch(options, handler) method, got {dispatcher!r}")
+    method = getattr(dispatcher, name, None)
+    if not callable(method):
+        # A dispatcher needs only dispatch() (set_global_dispatcher() asks no
+        # more): Dispatcher's own method, which uses nothing else, serves it.
+        method = partial(getattr(Dispatcher, name), dispatcher)
     found = _SPLIT_URLS.get(url) if type(url) is str else None
     if found is None:
         found = _split_url(url)
@@ -92,7 +100,7 @@ def _split(url: Any, options: dict[str, Any], *, keep_path: bool = False) -> tup
             path = "/" + path
     else:
         path = url_path
-    return dispatcher, origin, path
+    return method, origin, path
 
 
 # URLs already split into (origin, request target): a program asks for the same
@@ -166,9 +174,9 @@ def request(url: Any, **options: Any) -> Any:
     those of :meth:`Dispatcher.request` (``callback=`` included). Returns
     :class:`ResponseData`. Greenlet-safe.
     """
-    dispatcher, origin, path = _split(url, options)
+    send, origin, path = _split(url, options, "request")
     method = _method(options)
-    return dispatcher.request(path=path, method=method, origin=origin, **options)
+    return send(path=path, method=method, origin=origin, **options)
 
 
 @overload
@@ -204,9 +212,9 @@ def stream(url: Any, factory: Callable[[Any], Any], **options: Any) -> Any:
     :class:`StreamData`. As :func:`request` for ``url``, ``dispatcher=`` and
     the method; the rest as :meth:`Dispatcher.stream`. Greenlet-safe.
     """
-    dispatcher, origin, path = _split(url, options)
+    send, origin, path = _split(url, options, "stream")
     method = _method(options)
-    return dispatcher.stream(path=path, method=method, origin=origin, factory=factory, **options)
+    return send(path=path, method=method, origin=origin, factory=factory, **options)
 
 
 def pipeline(
@@ -224,8 +232,8 @@ def pipeline(
     ``url``, ``dispatcher=`` and the method. Greenlet-safe.
     """
     opts: dict[str, Any] = {**options, "path": path, "method": method, "dispatcher": dispatcher}
-    target, origin, target_path = _split(url, opts)
-    duplex: PipelineDuplex = target.pipeline(
+    send, origin, target_path = _split(url, opts, "pipeline")
+    duplex: PipelineDuplex = send(
         path=target_path, method=_method(opts), origin=origin, handler=handler, **opts
     )
     return duplex
@@ -263,9 +271,9 @@ def upgrade(url: Any, **options: Any) -> Any:
     As :func:`request` for ``url`` and ``dispatcher=``; ``protocol`` defaults
     to ``"Websocket"``. Greenlet-safe.
     """
-    dispatcher, origin, path = _split(url, options)
+    send, origin, path = _split(url, options, "upgrade")
     method = _method(options)
-    return dispatcher.upgrade(path=path, method=method, origin=origin, **options)
+    return send(path=path, method=method, origin=origin, **options)
 
 
 @overload
@@ -297,6 +305,6 @@ def connect(url: Any, **options: Any) -> Any:
     it, the URL's path is used. Returns :class:`ConnectData`. As
     :func:`request` for ``dispatcher=``. Greenlet-safe.
     """
-    dispatcher, origin, path = _split(url, options, keep_path=True)
+    send, origin, path = _split(url, options, "connect", keep_path=True)
     options.pop("method", None)
-    return dispatcher.connect(path=path, origin=origin, **options)
+    return send(path=path, origin=origin, **options)
