@@ -145,3 +145,131 @@ def test_module_functions_refuse_a_non_dispatcher(fn, bad):
     args = (lambda data: io.BytesIO(),) if fn == "stream" else ()
     with pytest.raises(InvalidArgumentError, match=r"dispatcher must have a dispatch\(options, handler\) method"):
         getattr(greenhttp, fn)("http://127.0.0.1:1/", *args, dispatcher=bad)
+
+
+# -- Pool, Agent, H2CClient, build_connector: refusals leave nothing behind ----------
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: greenhttp.Pool(URL, connections=-1), "connections"),
+        (lambda: greenhttp.Pool(URL, connections=1.5), "connections"),
+        (lambda: greenhttp.Pool(URL, client_ttl=math.nan), "client_ttl"),
+        (lambda: greenhttp.Pool(URL, factory=1), "factory"),
+        (lambda: greenhttp.Pool(URL, connections=2, body_timeout=-1), "body_timeout"),
+        (lambda: greenhttp.Agent(max_origins=0), "max_origins"),
+        (lambda: greenhttp.Agent(max_origins=math.inf), "max_origins"),
+        (lambda: greenhttp.Agent(connect={"timeout": math.nan}), "timeout"),
+        (lambda: greenhttp.Agent(connect={"bogus": 1}), "bogus"),
+        (lambda: greenhttp.H2CClient(URL, pipelining=101), "pipelining"),
+        (lambda: greenhttp.H2CClient("https://127.0.0.1:1"), "http:"),
+        (lambda: greenhttp.H2CClient(URL, use_h2c=False), "use_h2c"),
+        (lambda: greenhttp.build_connector(timeout=math.inf), "timeout"),
+        (lambda: greenhttp.build_connector(max_cached_sessions=True), "max_cached_sessions"),
+        (lambda: greenhttp.build_connector(port=0), "port"),
+        (lambda: greenhttp.build_connector(bogus=1), "bogus"),
+    ],
+)
+def test_dispatcher_and_connector_refusals(make, match):
+    with pytest.raises(InvalidArgumentError, match=match):
+        make()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: greenhttp.Pool(URL, connections=0),  # 0: unlimited
+        lambda: greenhttp.Pool(URL, connections=None, client_ttl=0),
+        lambda: greenhttp.Agent(max_origins=1),
+        lambda: greenhttp.H2CClient(URL, pipelining=100),
+    ],
+)
+def test_dispatcher_valid_edges(make):
+    with make() as d:
+        assert d.closed is False
+
+
+def test_build_connector_timeout_zero_disables():
+    assert callable(greenhttp.build_connector(timeout=0))
+
+
+# -- interceptor factories ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: greenhttp.interceptors.dump(max_size=0), "max_size"),
+        (lambda: greenhttp.interceptors.dump(max_size=math.inf), "max_size"),
+        (lambda: greenhttp.interceptors.retry(max_retries=True), "max_retries"),
+        (lambda: greenhttp.interceptors.retry(min_timeout=math.nan), "min_timeout"),
+        (lambda: greenhttp.interceptors.retry(timeout_factor=0), "timeout_factor"),
+        (lambda: greenhttp.interceptors.retry(methods="GET"), "methods"),
+        (lambda: greenhttp.interceptors.retry(bogus=1), "bogus"),
+        (lambda: greenhttp.interceptors.redirect(max_redirections=-1), "max_redirections"),
+        (lambda: greenhttp.interceptors.redirect(throw_on_max_redirect=1), "throw_on_max_redirect"),
+        (lambda: greenhttp.interceptors.redirect(strip_headers_on_redirect="x"), "strip_headers_on_redirect"),
+        (lambda: greenhttp.interceptors.decompress(skip_error_responses=1), "skip_error_responses"),
+        (lambda: greenhttp.interceptors.decompress(max_ratio=math.nan), "max_ratio"),
+        (lambda: greenhttp.interceptors.response_error(bogus=1), "bogus"),
+        (lambda: greenhttp.interceptors.dns(max_ttl=math.nan), "max_ttl"),
+        (lambda: greenhttp.interceptors.dns(max_items=0), "max_items"),
+        (lambda: greenhttp.interceptors.dns(affinity=True), "affinity"),
+        (lambda: greenhttp.interceptors.cache(store=1), "store"),
+        (lambda: greenhttp.interceptors.cache(methods=["POST"]), "methods"),
+        (lambda: greenhttp.interceptors.cache(type=None), "type"),
+        (lambda: greenhttp.interceptors.deduplicate(max_buffer_size=0), "max_buffer_size"),
+        (lambda: greenhttp.cache_stores.MemoryCacheStore(max_size=math.nan), "max_size"),
+        (lambda: greenhttp.cache_stores.SqliteCacheStore(max_entry_size=True), "max_entry_size"),
+    ],
+)
+def test_interceptor_factory_refusals(make, match):
+    with pytest.raises(InvalidArgumentError, match=match):
+        make()
+
+
+# -- request options --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("headers_timeout", math.nan),
+        ("body_timeout", math.inf),
+        ("headers_timeout", True),
+        ("reset", 1),
+        ("expect_continue", "yes"),
+        ("type_of_service", 256),
+        ("high_water_mark", 1.5),
+        ("upgrade", True),
+        ("max_redirections", 1),
+        ("throw_on_error", False),
+    ],
+)
+def test_request_option_refused_before_connecting(make_server, name, value):
+    server = make_server(serve_forever())
+    with greenhttp.Client(server.origin) as c, gevent.Timeout(5):
+        with pytest.raises(InvalidArgumentError, match=name):
+            c.request(path="/", method="GET", **{name: value})
+        assert c.request(path="/", method="GET").body.bytes() == b"hello"
+    assert len(server.requests) == 1  # the refused one never reached the wire
+
+
+def test_pipeline_option_error_surfaces_from_the_duplex(make_server):
+    # As the original (its duplex is destroyed with the error), pipeline() returns at
+    # once and the bad option's error comes out of read().
+    server = make_server(serve_forever())
+    with greenhttp.Client(server.origin) as c, gevent.Timeout(5):
+        duplex = c.pipeline(path="/", method="CONNECT", handler=lambda data: data.body)
+        with pytest.raises(InvalidArgumentError, match="CONNECT"):
+            duplex.read()
+    assert server.requests == []
+
+
+@pytest.mark.parametrize("connect, match", [({"bogus": 1}, "bogus"), ({"timeout": math.nan}, "timeout"),
+                                            ({"max_cached_sessions": -1}, "max_cached_sessions")])
+def test_agent_checks_its_connect_dict_at_construction(connect, match):
+    # Client and Pool refused these at once; Agent only at each origin's first request.
+    with pytest.raises(InvalidArgumentError, match=match):
+        greenhttp.Agent(connect=connect)

@@ -77,7 +77,11 @@ class Agent(Dispatcher):
             opts = dict(pool_options)
             check_connections(opts.pop("connections", None))
             check_client_ttl(opts.pop("client_ttl", None))
-            validate_client_options(opts)
+            checked = validate_client_options(opts)
+            if not callable(checked.connect):
+                # The connect dict is checked by building its connector, as Client and
+                # Pool do: a bad one is named now, not at each origin's first request.
+                Client._make_connector(checked)
         self._options = pool_options
         self._max_origins = max_origins
         # Each spelling of an origin seen in requests (a (spelling, "#http1-only")
