@@ -273,3 +273,20 @@ def test_agent_checks_its_connect_dict_at_construction(connect, match):
     # Client and Pool refused these at once; Agent only at each origin's first request.
     with pytest.raises(InvalidArgumentError, match=match):
         greenhttp.Agent(connect=connect)
+
+
+# -- URLs: the WHATWG parser drops C0 controls and spaces at both ends -------------
+
+
+@pytest.mark.parametrize("url", [" http://127.0.0.1:1", "http://127.0.0.1:1 ", "\thttp://127.0.0.1:1/\n", "http://127.0.0.1:1\x00"])
+def test_origin_surrounding_whitespace_is_dropped(url):
+    with greenhttp.Client(url) as c:
+        assert c.origin == "http://127.0.0.1:1"
+
+
+def test_module_request_url_trailing_whitespace_is_dropped(make_server):
+    server = make_server(serve_forever(b"trimmed"))
+    with greenhttp.Agent() as agent, gevent.Timeout(5):
+        r = greenhttp.request(server.origin + "/a?b=1 \r\n", dispatcher=agent)
+        assert r.body.bytes() == b"trimmed"
+    assert server.requests[0].target == "/a?b=1"

@@ -18,7 +18,7 @@ from ._api.response import ResponseData
 from ._api.stream import PipelineData, PipelineDuplex, StreamData, StreamFactoryData
 from ._api.upgrade import ConnectData, UpgradeData
 from ._core.option_types import PipelineOptions, RequestOptions, Unpack, UpgradeOptions, URLLike
-from ._core.url import parse_origin
+from ._core.url import C0_CONTROL_OR_SPACE, parse_origin
 from ._dispatcher.agent import Agent
 from ._dispatcher.base import Dispatcher
 from .errors import InvalidArgumentError
@@ -116,7 +116,7 @@ def _split_url(url: Any) -> tuple[str, str]:
             raise InvalidArgumentError(f"url must be a string or URL, got {url!r}")
         url = url.geturl()
     try:
-        parts = urlsplit(url)
+        parts = urlsplit(url.rstrip(C0_CONTROL_OR_SPACE))
     except ValueError as exc:
         raise InvalidArgumentError(f"invalid url: {url!r} ({exc})") from exc
     if parts.username is not None or parts.password is not None:

@@ -11,6 +11,8 @@ from ..errors import InvalidArgumentError
 __all__ = ["Origin", "parse_origin", "is_ip_literal", "encode_query", "path_with_query"]
 
 _DEFAULT_PORTS = {"http:": 80, "https:": 443}
+# The WHATWG URL parser drops these at both ends; urlsplit() only at the start.
+C0_CONTROL_OR_SPACE = "".join(map(chr, range(0x21)))
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def parse_origin(url: object, name: str = "url") -> Origin:
             raise InvalidArgumentError(f"{name} must be a string or URL, got {url!r}")
         url = str(url.geturl() if hasattr(url, "geturl") else url)
     try:
-        parts = urlsplit(url)
+        parts = urlsplit(url.rstrip(C0_CONTROL_OR_SPACE))
         port = parts.port
     except ValueError as exc:
         raise InvalidArgumentError(f"invalid {name}: {url!r} ({exc})") from exc
