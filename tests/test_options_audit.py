@@ -290,3 +290,31 @@ def test_module_request_url_trailing_whitespace_is_dropped(make_server):
         r = greenhttp.request(server.origin + "/a?b=1 \r\n", dispatcher=agent)
         assert r.body.bytes() == b"trimmed"
     assert server.requests[0].target == "/a?b=1"
+
+
+# -- per-request interceptor options ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "dns, match",
+    [
+        (1, "dns must be a dict"),
+        ({"affinity": 5}, "dns.affinity"),
+        ({"affinity": True}, "dns.affinity"),
+        ({"dual_stack": "no"}, "dns.dual_stack"),
+        ({"lookup": 1}, "dns.lookup"),
+        ({"pick": 1}, "dns.pick"),
+        ({"max_ttl": 5}, "unknown dns option 'max_ttl'"),
+    ],
+)
+def test_dns_per_request_overrides_are_checked(make_server, dns, match):
+    # dns() checks affinity, dual_stack, lookup and pick; the same names per request
+    # were used unchecked (pick=1 failed with a bare TypeError, affinity=5 was ignored).
+    server = make_server(serve_forever(b"dns"))
+    origin = f"http://localhost:{server.port}"
+    with greenhttp.Agent() as agent, gevent.Timeout(5):
+        d = agent.compose(greenhttp.interceptors.dns())
+        with pytest.raises(InvalidArgumentError, match=match):
+            d.request(origin=origin, path="/", method="GET", dns=dns)
+        assert d.request(origin=origin, path="/", method="GET", dns={"affinity": 4}).body.bytes() == b"dns"
+    assert len(server.requests) == 1

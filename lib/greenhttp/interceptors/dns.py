@@ -130,6 +130,26 @@ def _check(name: str, value: Any, ok: bool, expected: str) -> None:
         raise InvalidArgumentError(f"{name} must be {expected}, got {value!r}")
 
 
+_OVERRIDES = ("affinity", "dual_stack", "lookup", "pick")
+
+
+def _check_overrides(overrides: Any) -> None:
+    """Check a request's ``dns`` option as ``dns()`` checks its own."""
+    if overrides is None:
+        return
+    if not isinstance(overrides, dict):
+        raise InvalidArgumentError(f"dns must be a dict of {', '.join(_OVERRIDES)}, got {overrides!r}")
+    for name, value in overrides.items():
+        if name not in _OVERRIDES:
+            raise InvalidArgumentError(f"unknown dns option {name!r} (valid: {', '.join(_OVERRIDES)})")
+        if name == "affinity":
+            _check("dns.affinity", value, value in (None, 4, 6) and not isinstance(value, bool), "4, 6 or None")
+        elif name == "dual_stack":
+            _check("dns.dual_stack", value, isinstance(value, bool), "a bool")
+        else:
+            _check(f"dns.{name}", value, value is None or callable(value), "callable")
+
+
 def dns(
     *,
     max_ttl: float = 0,
@@ -219,6 +239,7 @@ class _DNS:
             return dispatch(opts, handler)  # the dispatcher reports it
         overrides = opts.get("dns")
         if "dns" in opts:
+            _check_overrides(overrides)
             opts = {k: v for k, v in opts.items() if k != "dns"}
         if is_ip_literal(origin.hostname):
             return dispatch(opts, handler)
