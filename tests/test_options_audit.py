@@ -6,6 +6,7 @@ import io
 import math
 
 import gevent
+import gevent.event
 import pytest
 
 import greenhttp
@@ -318,3 +319,40 @@ def test_dns_per_request_overrides_are_checked(make_server, dns, match):
             d.request(origin=origin, path="/", method="GET", dns=dns)
         assert d.request(origin=origin, path="/", method="GET", dns={"affinity": 4}).body.bytes() == b"dns"
     assert len(server.requests) == 1
+
+
+# -- close() and destroy() arguments ------------------------------------------------
+
+
+def _hold(conn):
+    conn.read_request()
+    conn.eof.wait(5)  # never answers; the client's destroy() ends it
+
+
+@pytest.mark.parametrize("kind", ["client", "pool", "agent"])
+@pytest.mark.parametrize("err", ["boom", 1])
+def test_destroy_refuses_an_err_that_is_no_exception(make_server, kind, err):
+    # Requests used to fail with "TypeError: exceptions must derive from BaseException".
+    server = make_server(_hold)
+    d = {"client": lambda: greenhttp.Client(server.origin), "pool": lambda: greenhttp.Pool(server.origin),
+         "agent": greenhttp.Agent}[kind]()
+    with gevent.Timeout(5):
+        g = gevent.spawn(d.request, origin=server.origin, path="/", method="GET")
+        connected = gevent.event.Event()
+        d.on("connect", lambda *a: connected.set())
+        connected.wait(5)
+        with pytest.raises(InvalidArgumentError, match=rf"err must be an exception or None, got {err!r}"):
+            d.destroy(err)
+        assert not g.ready()
+        d.destroy(ValueError("real"))
+        with pytest.raises(ValueError, match="real"):
+            g.get()
+
+
+@pytest.mark.parametrize("method", ["close", "destroy"])
+def test_client_close_and_destroy_refuse_a_non_callable_callback(method):
+    # Pool and Agent refused it; Client accepted it and failed later in a greenlet.
+    with greenhttp.Client(URL) as c:
+        with pytest.raises(InvalidArgumentError, match="callback must be callable, got 1"):
+            getattr(c, method)(callback=1)
+        assert c.closed is False

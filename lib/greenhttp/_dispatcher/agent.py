@@ -20,7 +20,7 @@ from ..errors import (
     InvalidArgumentError,
     MaxOriginsReachedError,
 )
-from .base import Dispatcher
+from .base import Dispatcher, destroy_arguments
 from .client import Client
 from .pool import Pool, check_client_ttl, check_connections, check_factory
 from .pool_base import run_in_background
@@ -260,8 +260,7 @@ class Agent(Dispatcher):
         Blocks the calling greenlet until every socket is closed (or, with
         ``callback``, returns at once).
         """
-        if callable(err) and callback is None and not isinstance(err, BaseException):
-            err, callback = None, err
+        err, callback = destroy_arguments(err, callback)
         if callback is not None:
             run_in_background(lambda: self.destroy(err), callback)
             return None

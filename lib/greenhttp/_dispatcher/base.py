@@ -27,7 +27,20 @@ from .._emitter import EventEmitter
 from ..errors import InvalidArgumentError
 from .compose import compose_dispatch
 
-__all__ = ["Dispatcher", "ComposedDispatcher"]
+__all__ = ["Dispatcher", "ComposedDispatcher", "destroy_arguments"]
+
+
+def destroy_arguments(err: Any, callback: Any) -> tuple[BaseException | None, Any]:
+    """``destroy(err, callback)``'s arguments, checked: ``destroy(callback)`` is
+    ``destroy(None, callback)``; ``err`` must be an exception (requests fail
+    with it) and ``callback`` callable."""
+    if callable(err) and callback is None and not isinstance(err, BaseException):
+        err, callback = None, err
+    if err is not None and not isinstance(err, BaseException):
+        raise InvalidArgumentError(f"err must be an exception or None, got {err!r}")
+    if callback is not None and not callable(callback):
+        raise InvalidArgumentError(f"callback must be callable, got {callback!r}")
+    return err, callback
 
 
 class Dispatcher(EventEmitter):

@@ -17,7 +17,7 @@ from .._core.url import Origin, parse_origin
 from .._net.connector import build_connector
 from .._runtime import spawn
 from ..errors import InvalidArgumentError
-from .base import Dispatcher
+from .base import Dispatcher, destroy_arguments
 from .client_core import ClientCore
 from .stats import ClientStats
 
@@ -165,8 +165,7 @@ class Client(Dispatcher):
 
         Blocks until the socket is closed (or, with ``callback``, returns at once).
         """
-        if callable(err) and callback is None and not isinstance(err, BaseException):
-            err, callback = None, err
+        err, callback = destroy_arguments(err, callback)
         if callback is not None:
             self._in_background(lambda: self.destroy(err), callback)
             return None
@@ -174,6 +173,9 @@ class Client(Dispatcher):
         return None
 
     def _in_background(self, fn: Callable[[], Any], callback: Callable[..., Any]) -> None:
+        if not callable(callback):
+            raise InvalidArgumentError(f"callback must be callable, got {callback!r}")
+
         def run() -> None:
             try:
                 value = fn()

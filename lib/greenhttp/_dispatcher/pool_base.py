@@ -13,7 +13,7 @@ from typing import Any
 
 from .._runtime import spawn
 from ..errors import InvalidArgumentError
-from .base import Dispatcher
+from .base import Dispatcher, destroy_arguments
 from .pool_core import PoolCore
 from .stats import PoolStats
 
@@ -105,8 +105,7 @@ class PoolBase(Dispatcher):
 
         Blocks the calling greenlet (or, with ``callback``, returns at once).
         """
-        if callable(err) and callback is None and not isinstance(err, BaseException):
-            err, callback = None, err
+        err, callback = destroy_arguments(err, callback)
         if callback is not None:
             run_in_background(lambda: self.destroy(err), callback)
             return None
