@@ -356,3 +356,17 @@ def test_client_close_and_destroy_refuse_a_non_callable_callback(method):
         with pytest.raises(InvalidArgumentError, match="callback must be callable, got 1"):
             getattr(c, method)(callback=1)
         assert c.closed is False
+
+
+# -- header values --------------------------------------------------------------------
+
+
+def test_none_header_value_is_empty_alone_and_in_a_list(make_server):
+    # A lone None was sent as an empty value but dropped inside a list; the original
+    # sends null as "" in both places.
+    server = make_server(serve_forever())
+    with greenhttp.Client(server.origin) as c, gevent.Timeout(5):
+        c.request(path="/", method="GET", headers={"x-a": None, "x-b": ["1", None, 2]}).body.dump()
+    req = server.requests[0]
+    assert req.header_list("x-a") == [""]
+    assert req.header_list("x-b") == ["1", "", "2"]

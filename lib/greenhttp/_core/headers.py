@@ -46,8 +46,7 @@ def _append(out: list[tuple[str, str]], name: Any, value: Any) -> None:
         raise InvalidArgumentError(f"invalid header key: {name!r}")
     if isinstance(value, (list, tuple)):
         for v in value:
-            if v is not None:
-                out.append((name, check_header_value(name, _value_str(name, v))))
+            out.append((name, check_header_value(name, _value_str(name, v))))
         return
     out.append((name, check_header_value(name, _value_str(name, value))))
 
