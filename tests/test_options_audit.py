@@ -370,3 +370,94 @@ def test_none_header_value_is_empty_alone_and_in_a_list(make_server):
     req = server.requests[0]
     assert req.header_list("x-a") == [""]
     assert req.header_list("x-b") == ["1", "", "2"]
+
+
+# -- WebSocket, WebSocketStream, ping, cookies --------------------------------------
+
+
+@pytest.mark.parametrize(
+    "protocols, name",
+    [("a b", "SyntaxError"), (["chat", "CHAT"], "SyntaxError"), ([""], "SyntaxError"), (1, "SyntaxError")],
+)
+def test_websocket_bad_protocols_raise_syntax_error_and_connect_nothing(protocols, name):
+    with pytest.raises(greenhttp.DOMException) as ei:
+        greenhttp.WebSocket("ws://127.0.0.1:1/", protocols)
+    assert ei.value.name == name
+
+
+@pytest.mark.parametrize("init, exc", [({"bogus": 1}, TypeError), ({"dispatcher": 1}, InvalidArgumentError),
+                                       ({"headers": {"a\n": "b"}}, InvalidArgumentError)])
+def test_websocket_init_refusals(init, exc):
+    with pytest.raises(exc):
+        greenhttp.WebSocket("ws://127.0.0.1:1/", init)
+
+
+@pytest.mark.parametrize("code", [999, 1005, 2999, 5000])
+def test_websocket_close_code_range(code):
+    ws = greenhttp.WebSocket("ws://127.0.0.1:1/")
+    try:
+        with pytest.raises(greenhttp.DOMException) as ei:
+            ws.close(code)
+        assert ei.value.name == "InvalidAccessError"
+    finally:
+        ws.close()
+
+
+def test_websocket_close_reason_limit_is_123_utf8_bytes():
+    ws = greenhttp.WebSocket("ws://127.0.0.1:1/")
+    try:
+        with pytest.raises(greenhttp.DOMException) as ei:
+            ws.close(1000, "é" * 62)  # 124 bytes
+        assert ei.value.name == "SyntaxError"
+        ws.close(1000, "x" * 123)
+    finally:
+        ws.close()
+
+
+@pytest.mark.parametrize("payload, match", [(b"x" * 126, "larger than 125"), ("text", "buffer")])
+def test_ping_payload_checks(payload, match):
+    ws = greenhttp.WebSocket("ws://127.0.0.1:1/")
+    try:
+        with pytest.raises(TypeError, match=match):
+            greenhttp.ping(ws, payload)
+        greenhttp.ping(ws, b"x" * 125)  # not open: a no-op
+    finally:
+        ws.close()
+
+
+@pytest.mark.filterwarnings("ignore::greenhttp.ExperimentalWarning")
+def test_websocket_stream_option_refusals():
+    with pytest.raises(TypeError, match="signal"):
+        greenhttp.WebSocketStream("ws://127.0.0.1:1/", signal=1)
+    with pytest.raises(greenhttp.DOMException):
+        greenhttp.WebSocketStream("ws://127.0.0.1:1/", protocols=["a", "a"])
+    with pytest.raises(greenhttp.DOMException) as ei:
+        greenhttp.WebSocketError("x", {"close_code": 999})
+    assert ei.value.name == "InvalidAccessError"
+
+
+@pytest.mark.parametrize(
+    "fields, match",
+    [
+        ({"max_age": -1}, "max_age"),
+        ({"max_age": 1.5}, "max_age"),
+        ({"max_age": True}, "max_age"),
+        ({"expires": math.nan}, "expires"),
+        ({"same_site": "bogus"}, "same_site"),
+        ({"path": "/;x"}, "path"),
+        ({"value": "a;b"}, "value"),
+    ],
+)
+def test_set_cookie_field_refusals(fields, match):
+    cookie = greenhttp.Cookie(**{"name": "a", "value": "b", **fields})
+    with pytest.raises(InvalidArgumentError, match=match):
+        greenhttp.set_cookie(greenhttp.Headers(), cookie)
+
+
+def test_cookie_helpers_refuse_wrong_containers():
+    with pytest.raises(TypeError):
+        greenhttp.set_cookie({}, greenhttp.Cookie(name="a", value="b"))
+    with pytest.raises(TypeError):
+        greenhttp.parse_cookie(None)
+    with pytest.raises(InvalidArgumentError, match="cookie name"):
+        greenhttp.delete_cookie(greenhttp.Headers(), "a b")
