@@ -461,3 +461,12 @@ def test_cookie_helpers_refuse_wrong_containers():
         greenhttp.parse_cookie(None)
     with pytest.raises(InvalidArgumentError, match="cookie name"):
         greenhttp.delete_cookie(greenhttp.Headers(), "a b")
+
+
+def test_connector_refuses_a_non_callable_callback_before_connecting(make_server):
+    # It used to connect, then fail calling the callback, leaving the socket open.
+    server = make_server(serve_forever())
+    connector = greenhttp.build_connector()
+    with gevent.Timeout(5), pytest.raises(InvalidArgumentError, match="callback must be callable, got 1"):
+        connector({"hostname": "127.0.0.1", "protocol": "http:", "port": server.port}, 1)
+    assert server.accepted == 0

@@ -218,6 +218,9 @@ class Connector:
         """
         if callback is None:
             return self._connect(options)
+        if not callable(callback):
+            # Checked first: a socket connected for a callback that cannot take it would leak.
+            raise InvalidArgumentError(f"callback must be callable, got {callback!r}")
         try:
             sock = self._connect(options)
         except Exception as err:
