@@ -470,3 +470,14 @@ def test_connector_refuses_a_non_callable_callback_before_connecting(make_server
     with gevent.Timeout(5), pytest.raises(InvalidArgumentError, match="callback must be callable, got 1"):
         connector({"hostname": "127.0.0.1", "protocol": "http:", "port": server.port}, 1)
     assert server.accepted == 0
+
+
+@pytest.mark.parametrize("ctor", [greenhttp.Client, greenhttp.Pool])
+def test_connect_allow_h2_that_the_client_would_ignore_is_refused(ctor):
+    # The connector was silently built with the client's allow_h2 (h2 still offered).
+    with pytest.raises(InvalidArgumentError, match=r"connect.allow_h2 must match allow_h2 \(True\), got False"):
+        ctor("https://127.0.0.1:1", connect={"allow_h2": False})
+    with pytest.raises(InvalidArgumentError, match="connect.allow_h2"):
+        greenhttp.Agent(connect={"allow_h2": False})
+    with ctor("https://127.0.0.1:1", allow_h2=False, connect={"allow_h2": False}) as d:  # consistent: fine
+        assert d.closed is False

@@ -179,6 +179,13 @@ def validate_client_options(opts: dict[str, Any], **defaults: Any) -> ClientOpti
     if connect is not None and not (isinstance(connect, dict) or callable(connect)):
         raise InvalidArgumentError(f"connect must be a dict of options or a function, got {connect!r}")
     out["connect"] = dict(connect) if isinstance(connect, dict) else connect
+    if isinstance(connect, dict) and connect.get("allow_h2") is not None and connect["allow_h2"] != out["allow_h2"]:
+        # The connector is built with the client's allow_h2 (the client must know
+        # whether h2 may come back): a different one in connect would be ignored.
+        raise InvalidArgumentError(
+            f"connect.allow_h2 must match allow_h2 ({out['allow_h2']!r}), got {connect['allow_h2']!r}:"
+            " set allow_h2 on the client"
+        )
 
     ws = o.get("web_socket")
     if ws is None:
