@@ -473,11 +473,14 @@ def test_connector_refuses_a_non_callable_callback_before_connecting(make_server
 
 
 @pytest.mark.parametrize("ctor", [greenhttp.Client, greenhttp.Pool])
-def test_connect_allow_h2_that_the_client_would_ignore_is_refused(ctor):
-    # The connector was silently built with the client's allow_h2 (h2 still offered).
-    with pytest.raises(InvalidArgumentError, match=r"connect.allow_h2 must match allow_h2 \(True\), got False"):
-        ctor("https://127.0.0.1:1", connect={"allow_h2": False})
+def test_connect_allow_h2_decides_unless_it_contradicts_allow_h2(ctor):
+    # connect's allow_h2 is the client's (as the original's connect options come last);
+    # given both, different, is refused. (What ALPN offers: test_client_connector.py.)
+    with pytest.raises(InvalidArgumentError, match=r"connect.allow_h2 \(False\) contradicts allow_h2 \(True\)"):
+        ctor("https://127.0.0.1:1", allow_h2=True, connect={"allow_h2": False})
+    with pytest.raises(InvalidArgumentError, match="connect.allow_h2 must be a boolean, got 1"):
+        ctor("https://127.0.0.1:1", connect={"allow_h2": 1})
     with pytest.raises(InvalidArgumentError, match="connect.allow_h2"):
-        greenhttp.Agent(connect={"allow_h2": False})
+        greenhttp.Agent(allow_h2=True, connect={"allow_h2": False})
     with ctor("https://127.0.0.1:1", allow_h2=False, connect={"allow_h2": False}) as d:  # consistent: fine
         assert d.closed is False

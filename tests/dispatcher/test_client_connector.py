@@ -392,6 +392,20 @@ def test_allow_h2_false_offers_only_http11(
     assert client._core._conn is not None and client._core._conn.version == "h1"
 
 
+@pytest.mark.parametrize("cls", [greenhttp.Client, greenhttp.Pool])
+def test_connect_allow_h2_false_offers_only_http11(ca: trustme.CA, make_tls_server: Any, cls: Any) -> None:
+    """connect's allow_h2 decides, as the original's connect options do."""
+    srv = make_tls_server(alpn=["h2", "http/1.1"])
+    dispatcher = cls(srv.origin, connect=trust(ca, allow_h2=False))
+    try:
+        assert get(dispatcher) == b"hello"
+        assert srv.conns[0].offered == ["http/1.1"]
+        assert srv.requests[0].version == "HTTP/1.1"
+    finally:
+        with gevent.Timeout(5):
+            dispatcher.destroy()
+
+
 def test_default_offers_http11_then_h2(
     ca: trustme.CA, make_tls_server: Any, make_client: Any
 ) -> None:

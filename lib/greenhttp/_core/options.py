@@ -179,13 +179,16 @@ def validate_client_options(opts: dict[str, Any], **defaults: Any) -> ClientOpti
     if connect is not None and not (isinstance(connect, dict) or callable(connect)):
         raise InvalidArgumentError(f"connect must be a dict of options or a function, got {connect!r}")
     out["connect"] = dict(connect) if isinstance(connect, dict) else connect
-    if isinstance(connect, dict) and connect.get("allow_h2") is not None and connect["allow_h2"] != out["allow_h2"]:
-        # The connector is built with the client's allow_h2 (the client must know
-        # whether h2 may come back): a different one in connect would be ignored.
-        raise InvalidArgumentError(
-            f"connect.allow_h2 must match allow_h2 ({out['allow_h2']!r}), got {connect['allow_h2']!r}:"
-            " set allow_h2 on the client"
-        )
+    if isinstance(connect, dict) and connect.get("allow_h2") is not None:
+        # As in the original, whose connect options come last, connect's allow_h2 decides
+        # what ALPN offers; the client takes it too (it must know whether h2 may come
+        # back). Both given and different is a contradiction.
+        wanted = _check_bool("connect.allow_h2", connect["allow_h2"], True)
+        if o.get("allow_h2") is not None and wanted != out["allow_h2"]:
+            raise InvalidArgumentError(
+                f"connect.allow_h2 ({wanted!r}) contradicts allow_h2 ({out['allow_h2']!r}): give one of them"
+            )
+        out["allow_h2"] = wanted
 
     ws = o.get("web_socket")
     if ws is None:
