@@ -190,16 +190,25 @@ def test_a_status_outside_the_list_is_returned_not_retried(routes, make_client):
     assert len(server.requests) == 1
 
 
-def test_an_unusable_retry_after_falls_back_to_backoff(routes, make_client):
+def _busy_then_ok(status="503 Service Unavailable", retry_after=None, then=b"ok"):
+    """A handler answering ``status`` first (with ``Retry-After: retry_after`` when
+    given), then 200 with ``then``; the list returned beside it gets each request's
+    arrival time."""
     seen = []
 
     def handle(conn, req):
         seen.append(time.monotonic())
         if len(seen) == 1:
-            conn.respond(b"busy", status="503 Service Unavailable", headers=[("Retry-After", "soon")])
+            headers = [("Retry-After", retry_after)] if retry_after is not None else []
+            conn.respond(b"busy", status=status, headers=headers)
         else:
-            conn.respond(b"ok")
+            conn.respond(then)
 
+    return handle, seen
+
+
+def test_an_unusable_retry_after_falls_back_to_backoff(routes, make_client):
+    handle, seen = _busy_then_ok("503 Service Unavailable", "soon")
     server = routes({"/": handle})
     with gevent.Timeout(5):
         r = make_client(server.origin).compose(_fast(min_timeout=0.05)).request(path="/")
@@ -208,15 +217,7 @@ def test_an_unusable_retry_after_falls_back_to_backoff(routes, make_client):
 
 
 def test_retry_after_zero_retries_at_once(routes, make_client):
-    seen = []
-
-    def handle(conn, req):
-        seen.append(time.monotonic())
-        if len(seen) == 1:
-            conn.respond(b"busy", status="429 Too Many Requests", headers=[("Retry-After", "0")])
-        else:
-            conn.respond(b"ok")
-
+    handle, seen = _busy_then_ok("429 Too Many Requests", "0")
     server = routes({"/": handle})
     with gevent.Timeout(5):
         r = make_client(server.origin).compose(_fast(min_timeout=2, max_timeout=5)).request(path="/")
@@ -275,14 +276,7 @@ def test_headers_timeout_is_not_retried_by_default(make_server, make_client):
 
 
 def test_retry_outside_redirect_restarts_the_chain(routes, make_client):
-    n = []
-
-    def b(conn, req):
-        n.append(1)
-        if len(n) == 1:
-            conn.respond(b"busy", status="503 Service Unavailable")
-        else:
-            conn.respond(b"done")
+    b, _ = _busy_then_ok(then=b"done")
 
     server = routes({"/a": _to("/b"), "/b": b})
     composed = make_client(server.origin).compose(_fast(), interceptors.redirect(max_redirections=3))
@@ -293,14 +287,7 @@ def test_retry_outside_redirect_restarts_the_chain(routes, make_client):
 
 
 def test_retry_inside_redirect_retries_only_the_hop(routes, make_client):
-    n = []
-
-    def b(conn, req):
-        n.append(1)
-        if len(n) == 1:
-            conn.respond(b"busy", status="503 Service Unavailable")
-        else:
-            conn.respond(b"done")
+    b, _ = _busy_then_ok(then=b"done")
 
     server = routes({"/a": _to("/b"), "/b": b})
     composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=3), _fast())
@@ -313,14 +300,7 @@ def test_retry_inside_redirect_retries_only_the_hop(routes, make_client):
 def test_a_held_response_is_not_ended_while_a_slow_policy_decides(routes, make_client, recorder):
     # throw_on_error=False pauses the response while the policy decides; a small body that is
     # already in the socket buffer must not end the request behind the policy's back.
-    n = []
-
-    def handle(conn, req):
-        n.append(1)
-        if len(n) == 1:
-            conn.respond(b"busy", status="503 Service Unavailable")
-        else:
-            conn.respond(b"ok")
+    handle, _ = _busy_then_ok(then=b"ok")
 
     def policy(err, ctx, cb):
         return gevent.spawn_later(0.1, cb, None)
@@ -426,15 +406,7 @@ def test_a_custom_policy_that_raises_fails_the_request_without_hanging(routes, m
 
 
 def test_retry_after_on_a_response_error_is_honoured_and_capped(routes, make_client):
-    seen = []
-
-    def handle(conn, req):
-        seen.append(time.monotonic())
-        if len(seen) == 1:
-            conn.respond(b"busy", status="503 Service Unavailable", headers=[("Retry-After", "3600")])
-        else:
-            conn.respond(b"ok")
-
+    handle, seen = _busy_then_ok("503 Service Unavailable", "3600")
     server = routes({"/": handle})
     composed = make_client(server.origin).compose(
         _fast(max_timeout=0.2), interceptors.response_error())
@@ -651,15 +623,7 @@ def test_a_held_response_cut_while_the_policy_waits_is_retried_once(routes, make
 def test_a_huge_retry_after_is_capped_not_a_crash(routes, make_client, digits):
     # Retry-After comes from the server: a delay too large for a float (or for int()'s
     # digit limit) is still just "longer than max_timeout".
-    seen = []
-
-    def handle(conn, req):
-        seen.append(time.monotonic())
-        if len(seen) == 1:
-            conn.respond(b"busy", status="503 Service Unavailable", headers=[("Retry-After", "9" * digits)])
-        else:
-            conn.respond(b"ok")
-
+    handle, seen = _busy_then_ok("503 Service Unavailable", "9" * digits)
     server = routes({"/": handle})
     composed = make_client(server.origin).compose(_fast(max_timeout=0.1))
     with gevent.Timeout(5):
