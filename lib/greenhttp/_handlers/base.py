@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DecoratorHandler"]
+__all__ = ["DecoratorHandler", "SteeringController"]
 
 
 class DecoratorHandler:
@@ -53,3 +53,56 @@ class DecoratorHandler:
             fn(controller, err)
         else:
             raise err
+
+
+class SteeringController:
+    """A controller that steers whichever request is current (``target``): the
+    controller half of a handler that sends its request more than once (retry,
+    redirect), handed downstream as the handler itself. A subclass keeps
+    ``target`` and ``_abort_reason`` and says what an abort and a pause mean to it."""
+
+    __slots__ = ()
+
+    target: Any
+    _abort_reason: BaseException | None
+
+    def _consumer_abort(self, reason: BaseException | None) -> None:
+        raise NotImplementedError
+
+    def _consumer_paused(self, paused: bool) -> None:
+        raise NotImplementedError
+
+    def pause(self) -> None:
+        self._consumer_paused(True)
+        if self.target is not None:
+            self.target.pause()
+
+    def resume(self) -> None:
+        self._consumer_paused(False)
+        if self.target is not None:
+            self.target.resume()
+
+    def abort(self, reason: BaseException | None = None) -> None:
+        self._consumer_abort(reason)
+
+    @property
+    def aborted(self) -> bool:
+        return self._abort_reason is not None or bool(self.target is not None and self.target.aborted)
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.target is not None and self.target.paused)
+
+    @property
+    def reason(self) -> BaseException | None:
+        if self._abort_reason is not None:
+            return self._abort_reason
+        return self.target.reason if self.target is not None else None
+
+    @property
+    def raw_headers(self) -> Any:
+        return self.target.raw_headers if self.target is not None else None
+
+    @property
+    def raw_trailers(self) -> Any:
+        return self.target.raw_trailers if self.target is not None else None

@@ -23,12 +23,12 @@ from typing import Any
 from .._core.body import StreamBody
 from .._core.redirect import Hop, RedirectOptions, next_hop, normalize_origin, request_path
 from ..errors import RequestAbortedError
-from .base import DecoratorHandler
+from .base import DecoratorHandler, SteeringController
 
 __all__ = ["RedirectHandler"]
 
 
-class RedirectHandler(DecoratorHandler):
+class RedirectHandler(SteeringController, DecoratorHandler):
     """Wraps ``handler``; follows redirects of ``opts`` through ``dispatch`` per ``options``.
 
     ``opts`` must no longer hold the redirect options (the interceptor strips
@@ -50,18 +50,18 @@ class RedirectHandler(DecoratorHandler):
         self.history: list[str] = []
         self._next: Hop | None = None
         self._error: BaseException | None = None
-        self._target: Any = None  # the current hop's controller
+        self.target: Any = None  # the current hop's controller
         self._between = False  # the next hop was dispatched and has not started yet
         self._abort_reason: BaseException | None = None
         self._done = False  # the request failed between hops: later callbacks are dropped
 
     # -- the controller the downstream handler gets in on_request_start --------------------------
-    def abort(self, reason: BaseException | None = None) -> None:
+    def _consumer_abort(self, reason: BaseException | None) -> None:
         if self._abort_reason is not None or self._done:
             return
         reason = self._abort_reason = reason if reason is not None else RequestAbortedError()
         if not self._between:
-            self._target.abort(reason)
+            self.target.abort(reason)
             return
         self._done = True  # the hop is queued: fail now, abort it when it starts
         handler, self.handler = self.handler, None
@@ -69,31 +69,8 @@ class RedirectHandler(DecoratorHandler):
         if fn is not None:
             fn(self, reason)
 
-    def pause(self) -> None:
-        self._target.pause()
-
-    def resume(self) -> None:
-        self._target.resume()
-
-    @property
-    def aborted(self) -> bool:
-        return self._abort_reason is not None or bool(self._target.aborted)
-
-    @property
-    def paused(self) -> bool:
-        return bool(self._target.paused)
-
-    @property
-    def reason(self) -> BaseException | None:
-        return self._abort_reason if self._abort_reason is not None else self._target.reason
-
-    @property
-    def raw_headers(self) -> Any:
-        return self._target.raw_headers
-
-    @property
-    def raw_trailers(self) -> Any:
-        return self._target.raw_trailers
+    def _consumer_paused(self, paused: bool) -> None:
+        pass  # the hop's own controller keeps the pause
 
     def _url(self) -> str:
         origin = normalize_origin(self.opts.get("origin")) or ""
@@ -101,7 +78,7 @@ class RedirectHandler(DecoratorHandler):
         return path if path.startswith(("http://", "https://")) else origin + path
 
     def on_request_start(self, controller: Any, context: Any) -> None:
-        self._target = controller
+        self.target = controller
         self._between = False
         if self._abort_reason is not None:
             controller.abort(self._abort_reason)

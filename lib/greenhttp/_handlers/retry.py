@@ -27,11 +27,12 @@ from .._core.headers import header_pairs
 from .._core.retry import RetryOptions, parse_content_range, retry_delay, should_retry
 from .._runtime import GreenletExit, kill, sleep, spawn
 from ..errors import RequestAbortedError, RequestRetryError
+from .base import SteeringController
 
 __all__ = ["RetryHandler", "RetryController"]
 
 
-class RetryController:
+class RetryController(SteeringController):
     """The controller a retried request's handler sees: it steers the current attempt.
 
     ``abort()`` also cancels a pending back-off and fails the request at once.
@@ -44,50 +45,6 @@ class RetryController:
     """
 
     __slots__ = ()
-
-    target: Any
-    _abort_reason: BaseException | None
-
-    def _consumer_abort(self, reason: BaseException | None) -> None:
-        raise NotImplementedError
-
-    def _consumer_paused(self, paused: bool) -> None:
-        raise NotImplementedError
-
-    def pause(self) -> None:
-        self._consumer_paused(True)
-        if self.target is not None:
-            self.target.pause()
-
-    def resume(self) -> None:
-        self._consumer_paused(False)
-        if self.target is not None:
-            self.target.resume()
-
-    def abort(self, reason: BaseException | None = None) -> None:
-        self._consumer_abort(reason)
-
-    @property
-    def aborted(self) -> bool:
-        return self._abort_reason is not None or bool(self.target is not None and self.target.aborted)
-
-    @property
-    def paused(self) -> bool:
-        return bool(self.target is not None and self.target.paused)
-
-    @property
-    def reason(self) -> BaseException | None:
-        if self._abort_reason is not None:
-            return self._abort_reason
-        return self.target.reason if self.target is not None else None
-
-    @property
-    def raw_headers(self) -> Any:
-        return self.target.raw_headers if self.target is not None else None
-
-    @property
-    def raw_trailers(self) -> Any:
-        return self.target.raw_trailers if self.target is not None else None
 
 
 def _cancel(timer: Any) -> None:
