@@ -17,6 +17,7 @@ import gevent.ssl
 import pytest
 
 from greenhttp import errors
+from greenhttp.interceptors import redirect, retry
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -309,3 +310,55 @@ def test_a_connection_keeps_only_its_last_whole_body_and_lets_go_of_it_on_close(
         tracemalloc.stop()
     assert MiB // 2 < kept < 3 * MiB // 2, kept  # one body, not three
     assert after_close < MiB // 2, after_close
+
+
+@pytest.mark.parametrize(
+    "interceptors",
+    [
+        [retry()],
+        [redirect(max_redirections=2)],
+        [retry(), redirect(max_redirections=2)],
+        [redirect(max_redirections=2), retry()],
+    ],
+    ids=["retry", "redirect", "retry-redirect", "redirect-retry"],
+)
+def test_bytes_through_retry_and_redirect_still_gets_the_body_whole(make_server, make_client, interceptors):
+    body = pattern(MiB + 7, seed=5)
+    server = make_server(big_response_server(body))
+    client = make_client(server.origin)
+    counter = ChunkCounter()
+    d = client.compose(counter, *interceptors)
+    for _ in range(2):
+        assert d.request(path="/").body.bytes() == body
+    assert counter.chunks == [len(body), len(body)]
+
+
+def test_a_retried_whole_body_read_is_read_whole_again(make_server, make_client):
+    body = pattern(MiB + 7, seed=6)
+    ranges: list[str | None] = []
+
+    def handler(conn):
+        req = conn.read_request()
+        if req is None:
+            return
+        ranges.append(req.header("range"))
+        if len(ranges) == 1:  # cut off after 100 KiB
+            conn.send(b'HTTP/1.1 200 OK\r\nETag: "v1"\r\nContent-Length: %d\r\n\r\n' % len(body) + body[: 100 * KiB])
+            return
+        start = int(req.header("range").split("=")[1].split("-")[0])
+        conn.send(
+            b'HTTP/1.1 206 Partial Content\r\nETag: "v1"\r\nContent-Range: bytes %d-%d/%d\r\nContent-Length: %d\r\n\r\n'
+            % (start, len(body) - 1, len(body), len(body) - start)
+            + body[start:]
+        )
+
+    server = make_server(handler)
+    counter = ChunkCounter()
+    d = make_client(server.origin).compose(counter, retry(min_timeout=0.001, max_timeout=0.001))
+    with gevent.Timeout(5):
+        assert d.request(path="/").body.bytes() == body
+    assert ranges == [None, f"bytes={100 * KiB}-{len(body) - 1}"]
+    # The retry's answer is read whole too, as the consumer asked: what came with
+    # its head, then the rest in one buffer (not in 64 KiB reads).
+    assert sum(counter.chunks) == len(body)
+    assert len(counter.chunks) <= 4 and counter.chunks[-1] > len(body) // 2, counter.chunks

@@ -59,12 +59,20 @@ class SteeringController:
     """A controller that steers whichever request is current (``target``): the
     controller half of a handler that sends its request more than once (retry,
     redirect), handed downstream as the handler itself. A subclass keeps
-    ``target`` and ``_abort_reason`` and says what an abort and a pause mean to it."""
+    ``target``, ``_abort_reason`` and ``_whole_body`` and says what an abort and a
+    pause mean to it."""
 
-    __slots__ = ()
 
     target: Any
     _abort_reason: BaseException | None
+    _whole_body: bool  # the consumer reads the body whole (``wants_whole_body``)
+
+    def _steer(self, controller: Any) -> None:
+        """Make ``controller`` (a new attempt's or hop's) the one steered, passing
+        on the consumer's wish to read the body whole."""
+        self.target = controller
+        if self._whole_body and hasattr(controller, "wants_whole_body"):
+            controller.wants_whole_body()
 
     def _consumer_abort(self, reason: BaseException | None) -> None:
         raise NotImplementedError
@@ -84,6 +92,14 @@ class SteeringController:
 
     def abort(self, reason: BaseException | None = None) -> None:
         self._consumer_abort(reason)
+
+    def wants_whole_body(self) -> None:
+        """The consumer reads the whole body at once: the transport may read a body
+        of known length into one buffer, on this attempt and any later one."""
+        self._whole_body = True
+        target = self.target
+        if target is not None and hasattr(target, "wants_whole_body"):
+            target.wants_whole_body()
 
     @property
     def aborted(self) -> bool:

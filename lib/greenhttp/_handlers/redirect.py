@@ -53,6 +53,7 @@ class RedirectHandler(SteeringController, DecoratorHandler):
         self.target: Any = None  # the current hop's controller
         self._between = False  # the next hop was dispatched and has not started yet
         self._abort_reason: BaseException | None = None
+        self._whole_body = False
         self._done = False  # the request failed between hops: later callbacks are dropped
 
     # -- the controller the downstream handler gets in on_request_start --------------------------
@@ -78,7 +79,7 @@ class RedirectHandler(SteeringController, DecoratorHandler):
         return path if path.startswith(("http://", "https://")) else origin + path
 
     def on_request_start(self, controller: Any, context: Any) -> None:
-        self.target = controller
+        self._steer(controller)
         self._between = False
         if self._abort_reason is not None:
             controller.abort(self._abort_reason)

@@ -44,8 +44,6 @@ class RetryController(SteeringController):
     and ``resume`` do nothing and the properties keep their last answers.
     """
 
-    __slots__ = ()
-
 
 def _cancel(timer: Any) -> None:
     """Stop a pending wait: our back-off greenlet, or a custom policy's timer."""
@@ -97,6 +95,7 @@ class RetryHandler(RetryController):
         self._waiting = False  # between attempts: deciding or backing off
         self._timer: Any = None
         self._abort_reason: BaseException | None = None
+        self._whole_body = False
         self._downstream_paused = False  # the downstream handler's last pause()/resume()
 
     @property
@@ -142,7 +141,7 @@ class RetryHandler(RetryController):
 
     # -- the handler protocol ---------------------------------------------------------------
     def on_request_start(self, controller: Any, context: Any) -> None:
-        self.target = controller
+        self._steer(controller)
         self._waiting = False
         if self._abort_reason is not None:
             controller.abort(self._abort_reason)
