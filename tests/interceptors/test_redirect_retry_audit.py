@@ -159,6 +159,44 @@ def test_a_streamed_body_on_307_before_it_was_read_is_sent_once_per_hop(routes, 
     assert len(server.requests) == 1 and server.requests[0].body == b"onetwo"
 
 
+def test_a_303_before_the_streamed_body_was_sent_ends_that_body_and_follows_with_get(make_server, make_client):
+    # The original destroys the body a 303 drops; here the connection ends its
+    # source when the answer comes first (the generator's finally runs), and the
+    # GET that follows carries no body.
+    ended = gevent.event.Event()
+    never = gevent.event.Event()
+
+    def body():
+        try:
+            yield b"first"
+            never.wait()  # parked: the rest would come later
+            yield b"never sent"
+        finally:
+            ended.set()
+
+    seen = []
+
+    def handler(conn):
+        req = conn.read_head()
+        seen.append(req)
+        if req is None:
+            return
+        if req.target == "/a":
+            conn.send(b"HTTP/1.1 303 See Other\r\nLocation: /b\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            return
+        conn.respond(b"final")
+
+    server = make_server(handler)
+    composed = make_client(server.origin).compose(interceptors.redirect(max_redirections=2))
+    with gevent.Timeout(5):
+        r = composed.request(path="/a", method="POST", body=body())
+        assert (r.status_code, r.body.text()) == (200, "final")
+        assert ended.wait(5)
+    second = seen[1]
+    assert (second.method, second.target) == ("GET", "/b")
+    assert second.header("content-length") is None and second.header("transfer-encoding") is None
+
+
 # -- retry ------------------------------------------------------------------------------------------
 
 
