@@ -484,3 +484,43 @@ def test_connect_allow_h2_decides_unless_it_contradicts_allow_h2(ctor):
         greenhttp.Agent(allow_h2=True, connect={"allow_h2": False})
     with ctor("https://127.0.0.1:1", allow_h2=False, connect={"allow_h2": False}) as d:  # consistent: fine
         assert d.closed is False
+
+
+# -- unknown keyword arguments (docs/errors.md) --------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: greenhttp.Client(URL, bogus=1),
+        lambda: greenhttp.Pool(URL, bogus=1),
+        lambda: greenhttp.Agent(bogus=1),
+        lambda: greenhttp.H2CClient(URL, bogus=1),
+        lambda: greenhttp.build_connector(bogus=1),
+        lambda: greenhttp.interceptors.retry(bogus=1),
+        lambda: greenhttp.interceptors.response_error(bogus=1),
+    ],
+    ids=["Client", "Pool", "Agent", "H2CClient", "build_connector", "retry", "response_error"],
+)
+def test_an_unknown_option_of_an_options_mapping_is_an_invalid_argument_naming_it(make):
+    with pytest.raises(InvalidArgumentError, match="bogus"):
+        make()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: greenhttp.interceptors.redirect(bogus=1),
+        lambda: greenhttp.interceptors.dump(bogus=1),
+        lambda: greenhttp.interceptors.decompress(bogus=1),
+        lambda: greenhttp.interceptors.dns(bogus=1),
+        lambda: greenhttp.interceptors.cache(bogus=1),
+        lambda: greenhttp.interceptors.deduplicate(bogus=1),
+        lambda: greenhttp.cache_stores.MemoryCacheStore(bogus=1),
+        lambda: greenhttp.WebSocket("ws://127.0.0.1:1", bogus=1),
+    ],
+    ids=["redirect", "dump", "decompress", "dns", "cache", "deduplicate", "MemoryCacheStore", "WebSocket"],
+)
+def test_an_unknown_keyword_of_a_fixed_signature_is_a_type_error_naming_it(make):
+    with pytest.raises(TypeError, match="bogus"):
+        make()
