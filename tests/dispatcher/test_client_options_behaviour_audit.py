@@ -10,9 +10,11 @@ from __future__ import annotations
 import gevent
 import gevent.event
 import pytest
+from gevent import select
 
 from greenhttp.errors import RequestContentLengthMismatchError, ResponseExceededMaxSizeError
 from h2_support.h2server import H2ServerConn
+from testkit import wait_for
 
 pytest_plugins = ["h2_support.fixtures"]
 
@@ -164,3 +166,54 @@ def test_max_requests_per_client_caps_a_pipelined_connection(make_server, make_c
     for headers in by_conn.values():
         if len(headers) == 2:
             assert sorted(headers, key=str) == ["close", "keep-alive"]
+
+
+# ---------------------------------------------------------------------------
+# what is never pipelined (REFERENCE §3.3), whatever pipelining allows
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "second, pipelined",
+    [
+        ({"method": "GET"}, True),
+        ({"method": "GET", "idempotent": False}, False),
+        ({"method": "GET", "body": "stream"}, False),
+    ],
+    ids=["get", "get-marked-non-idempotent", "get-with-a-streamed-body"],
+)
+def test_a_request_goes_behind_another_only_if_it_may_be_pipelined(make_server, make_client, second, pipelined):
+    """With pipelining=3, a GET goes out while the first answer is awaited; one
+    marked idempotent=False, or with a streamed body, waits for an idle connection."""
+    first_read = gevent.event.Event()
+    answer = gevent.event.Event()
+    seen = {}
+
+    def handler(conn):
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            if req.target == "/first":
+                first_read.set()
+                answer.wait(T)
+                seen["queued_behind"] = bool(conn.buf) or bool(select.select([conn.sock], [], [], 0)[0])
+            conn.respond(b"ok")
+
+    server = make_server(handler)
+    client = make_client(server.origin, pipelining=3)
+    first = gevent.spawn(lambda: client.request(path="/first", blocking=False).body.bytes())
+    assert first_read.wait(T)
+    kw = dict(second)
+    if kw.get("body") == "stream":
+        kw["body"] = iter([b"x"])
+    nxt = gevent.spawn(lambda: client.request(path="/second", blocking=False, **kw).body.bytes())
+    if pipelined:
+        wait_for(lambda: client.stats.running == 2, what="the second request written")
+    else:
+        wait_for(lambda: client.stats.pending == 1, what="the second request queued")
+    answer.set()
+    gevent.joinall([first, nxt], timeout=T, raise_error=True)
+    assert first.value == nxt.value == b"ok"
+    assert seen["queued_behind"] is pipelined
+    assert server.accepted == 1
