@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import gevent
 import gevent.event
+import h2.config
+import h2.connection
+import h2.events
 import pytest
 from gevent import select
+from gevent.server import StreamServer
 
 from greenhttp.errors import RequestContentLengthMismatchError, ResponseExceededMaxSizeError
 from h2_support.h2server import H2ServerConn
@@ -217,3 +221,55 @@ def test_a_request_goes_behind_another_only_if_it_may_be_pipelined(make_server, 
     assert first.value == nxt.value == b"ok"
     assert seen["queued_behind"] is pipelined
     assert server.accepted == 1
+
+
+# ---------------------------------------------------------------------------
+# HTTP/2: one stream until the server's SETTINGS say how many (REFERENCE §5)
+# ---------------------------------------------------------------------------
+
+
+def test_h2_opens_one_stream_until_the_servers_settings_arrive(make_h2c):
+    """max_concurrent_streams is the ceiling only once the server's SETTINGS are
+    in: before them at most one stream is opened, however many requests wait."""
+    go = gevent.event.Event()
+    before: list[int] = []
+
+    def handle(sock, _addr):
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+        conn.initiate_connection()
+        preface = conn.data_to_send()  # held back until the test says so
+        opened: list[int] = []
+        while True:
+            if go.is_set() and preface:
+                before.append(len(opened))
+                sock.sendall(preface)
+                preface = b""
+            if not select.select([sock], [], [], 0.01)[0]:
+                continue
+            data = sock.recv(65536)
+            if not data:
+                return
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.RequestReceived):
+                    opened.append(ev.stream_id)
+            if not preface:
+                for sid in opened:
+                    conn.send_headers(sid, [(":status", "200"), ("content-length", "2")])
+                    conn.send_data(sid, b"ok", end_stream=True)
+                opened.clear()
+                sock.sendall(conn.data_to_send())
+
+    server = StreamServer(("127.0.0.1", 0), handle)
+    server.start()
+    try:
+        client = make_h2c(f"http://127.0.0.1:{server.server_port}", max_concurrent_streams=10)
+        jobs = [gevent.spawn(lambda: client.request(path="/").body.bytes()) for _ in range(5)]
+        wait_for(lambda: client.stats.running == 1 and client.stats.pending == 4, what="one stream open")
+        gevent.sleep(0.05)  # time for a wrongly opened second stream to reach the server
+        assert client.stats.running == 1
+        go.set()
+        gevent.joinall(jobs, timeout=T, raise_error=True)
+        assert [j.value for j in jobs] == [b"ok"] * 5
+        assert before == [1]
+    finally:
+        server.stop()
