@@ -358,7 +358,7 @@ def usv(text: str) -> str:
 class WebSocketError(DOMException):
     """A WebSocket closed abnormally, or a close to perform: ``close_code`` and ``reason``.
 
-    ``WebSocketError(message="", init=None)``; ``init`` is a dict with
+    ``WebSocketError(message="", init=None)``; ``init`` is a dict with only
     ``close_code`` and ``reason``. A non-empty reason without a code means 1000.
     An out-of-range code or a reason over 123 UTF-8 bytes raises
     :class:`DOMException` (``SyntaxError``/``InvalidAccessError``).
@@ -369,6 +369,9 @@ class WebSocketError(DOMException):
     def __init__(self, message: str = "", init: dict[str, Any] | None = None) -> None:
         super().__init__(message, "WebSocketError")
         init = dict(init or {})
+        unknown = set(init) - {"close_code", "reason"}
+        if unknown:  # as close(): a misspelt field ("closeCode") is refused, not ignored
+            raise TypeError(f"unknown WebSocketError init field {sorted(unknown)[0]!r}")
         code = init.get("close_code")
         reason = init.get("reason")
         if reason is None:

@@ -253,3 +253,11 @@ def test_a_write_waiting_for_the_network_fails_when_the_connection_drops(ws_serv
         writer.get(timeout=5)
     with pytest.raises(WebSocketError):
         s.closed.get(timeout=5)
+
+
+@pytest.mark.parametrize("init", [{"closeCode": 4000}, {"close_code": 4000, "bogus": 1}])
+def test_websocket_error_refuses_an_unknown_init_field(init):
+    # A misspelt field is refused (docs/errors.md), as close() refuses one,
+    # rather than silently making an error with no close code.
+    with pytest.raises(TypeError, match="unknown WebSocketError init field"):
+        WebSocketError("x", init)
