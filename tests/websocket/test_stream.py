@@ -261,3 +261,15 @@ def test_websocket_error_refuses_an_unknown_init_field(init):
     # rather than silently making an error with no close code.
     with pytest.raises(TypeError, match="unknown WebSocketError init field"):
         WebSocketError("x", init)
+
+
+@pytest.mark.parametrize("info", ["x", "ab", 5, [("close_code", 1000)]])
+def test_close_info_that_is_not_a_dict_is_a_type_error(ws_server, info):
+    # Not a ValueError from dict("x"), nor a list of pairs taken as a dict.
+    server = ws_server()
+    s = WebSocketStream(server.url())
+    s.opened.get(timeout=5)
+    with pytest.raises(TypeError, match="close_info must be a dict"):
+        s.close(info)
+    s.close()
+    assert s.closed.get(timeout=5) == {"close_code": 1005, "reason": ""}

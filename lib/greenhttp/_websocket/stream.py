@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 from .. import _debug
@@ -237,6 +238,8 @@ class WebSocketStream:
         (``InvalidAccessError``), the reason at most 123 UTF-8 bytes
         (``SyntaxError``).
         """
+        if close_info is not None and not isinstance(close_info, Mapping):
+            raise TypeError(f"close_info must be a dict, got {type(close_info).__name__}")
         info = dict(close_info or {})
         unknown = set(info) - {"close_code", "reason"}
         if unknown:
