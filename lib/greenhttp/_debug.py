@@ -44,6 +44,10 @@ class _SpecFormatter(logging.Formatter):
         return f"{ns} {os.getpid()}: {record.getMessage()}"
 
 
+def _own_record(name: str, record: logging.LogRecord) -> bool:
+    return record.name == name
+
+
 def setup_from_env() -> None:
     """Read ``GREENHTTP_DEBUG`` once and attach stderr handlers it asks for."""
     global _configured
@@ -62,6 +66,9 @@ def setup_from_env() -> None:
             continue
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(_SpecFormatter())
+        # Only this namespace's own lines: ``greenhttp.websocket`` records also
+        # propagate to the ``greenhttp`` logger, whose namespace does not cover them.
+        handler.addFilter(partial(_own_record, logger.name))
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG)
         logger.propagate = False

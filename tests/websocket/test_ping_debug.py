@@ -97,6 +97,50 @@ def test_debug_lines(ws_server, record, caplog):
     assert f"closed connection to {server.url('/dbg')} - 4000 done" in lines
 
 
+def _run_with_debug(server, value):
+    """Run a WebSocket session (open, close) in a child with GREENHTTP_DEBUG=value;
+    its pid and stderr."""
+    code = textwrap.dedent(
+        f"""
+        import gevent, greenhttp
+        ws = greenhttp.WebSocket({server.url("/env")!r})
+        done = gevent.event.Event()
+        ws.onopen = lambda ev: ws.close()
+        ws.onclose = lambda ev: done.set()
+        assert done.wait(10)
+        """
+    )
+    out = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env={**os.environ, "GREENHTTP_DEBUG": value},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    with gevent.Timeout(30):  # the server lives in this process: let it run
+        while out.poll() is None:
+            gevent.sleep(0.01)
+    stderr = out.stderr.read()
+    out.stdout.close()
+    out.stderr.close()
+    assert out.returncode == 0, stderr
+    return out.pid, stderr
+
+
+def test_debug_env_prints_only_the_namespaces_it_lists(ws_server):
+    """GREENHTTP_DEBUG=greenhttp prints the handshake's GREENHTTP lines, and no
+    WEBSOCKET line: that namespace was not listed (the child logger's records
+    must not reach the parent's stderr handler)."""
+    server = ws_server()
+    pid, stderr = _run_with_debug(server, "greenhttp")
+    assert f"GREENHTTP {pid}: connecting to 127.0.0.1:{server.server.port} using http:h1" in stderr
+    assert "WEBSOCKET" not in stderr
+    pid, stderr = _run_with_debug(server, "greenhttp,websocket")
+    lines = stderr.splitlines()
+    assert lines.count(f"WEBSOCKET {pid}: connection opened 127.0.0.1:{server.server.port}") == 1
+    assert sum(line.startswith(f"GREENHTTP {pid}: connected to ") for line in lines) == 1
+
+
 def test_debug_env_writes_the_spec_line_shape(ws_server):
     """GREENHTTP_DEBUG=websocket prints ``WEBSOCKET <pid>: ...`` lines on stderr."""
     server = ws_server()
