@@ -10,7 +10,7 @@ import textwrap
 
 import gevent
 import pytest
-from wsutil import frame
+from wsutil import WsPeer, frame, handshake_response
 
 import greenhttp
 from greenhttp import WebSocket
@@ -173,3 +173,28 @@ def test_debug_env_writes_the_spec_line_shape(ws_server):
     pid = out.pid
     assert f"WEBSOCKET {pid}: connection opened 127.0.0.1:{server.server.port}" in stderr
     assert f"WEBSOCKET {pid}: closed connection to {server.url('/env')} - 1005 " in stderr
+
+
+def test_connection_opened_over_a_unix_socket_has_no_address(
+    make_server, make_client, record, caplog, tmp_path
+):
+    """Over a Unix socket getpeername() is a path, not (ip, port): the line is the
+    spec's bare ``connection opened``, not the path's first two characters."""
+
+    def handler(conn):
+        req = conn.read_request()
+        conn.send(handshake_response(req))
+        WsPeer(conn, req).answer_close()
+
+    path = str(tmp_path / "ws.sock")
+    make_server(handler, unix_path=path)
+    client = make_client("http://localhost", socket_path=path)
+    with caplog.at_level(logging.DEBUG, logger="greenhttp.websocket"):
+        ws = WebSocket("ws://localhost/u", {"dispatcher": client})
+        rec = record(ws)
+        rec.wait_open()
+        ws.close()
+        rec.wait_closed()
+    lines = [r.getMessage() for r in caplog.records if r.name == "greenhttp.websocket"]
+    assert lines[0] == "connection opened"
+    assert lines.count("connection opened") == 1

@@ -260,9 +260,12 @@ class Session:
         self.state = OPEN
         if _debug.enabled(_debug.websocket):
             try:
-                ip, port = sock.getpeername()[:2]
-                _debug.websocket.debug("connection opened %s:%s", ip, port)
-            except (OSError, ValueError, TypeError):
+                address = sock.getpeername()
+            except (OSError, AttributeError):  # a custom connector's socket-like object
+                address = None
+            if isinstance(address, tuple) and len(address) >= 2:
+                _debug.websocket.debug("connection opened %s:%s", address[0], address[1])
+            else:  # a Unix socket's path (a str) is no IP address
                 _debug.websocket.debug("connection opened")
         self.owner._ws_open()
         self._read_loop(head)
