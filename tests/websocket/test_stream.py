@@ -273,3 +273,29 @@ def test_close_info_that_is_not_a_dict_is_a_type_error(ws_server, info):
         s.close(info)
     s.close()
     assert s.closed.get(timeout=5) == {"close_code": 1005, "reason": ""}
+
+
+def test_read_after_cancel_ends_at_once(ws_server):
+    # A cancelled readable is ended (WHATWG streams): read() does not wait for the
+    # closing handshake, which this server holds open for a second.
+    release = gevent.event.Event()
+
+    def script(peer):
+        peer.send(frame(1, b"unread"))
+        got = peer.expect_close()
+        release.wait(5)
+        peer.send(frame(8, got.payload))
+        peer.conn.close()
+
+    server = ws_server(script)
+    s = WebSocketStream(server.url())
+    opened = s.opened.get(timeout=5)
+    wait_until(lambda: opened.readable._items)
+    opened.readable.cancel()
+    try:
+        with gevent.Timeout(0.5, AssertionError("read() waited for the close")):
+            assert opened.readable.read() is None
+            assert list(opened.readable) == []
+    finally:
+        release.set()
+    assert s.closed.get(timeout=5) == {"close_code": 1005, "reason": ""}

@@ -111,9 +111,11 @@ class WebSocketStreamReadable:
         return item
 
     def cancel(self, reason: Any = None) -> None:
-        """Stop reading and close the connection: with the code and reason of a
-        :class:`WebSocketError` ``reason``, else without a status code. Never blocks."""
+        """End the readable at once (read() gives None) and close the connection:
+        with the code and reason of a :class:`WebSocketError` ``reason``, else
+        without a status code. Never blocks."""
         self._items.clear()
+        self._finish(None)  # a cancelled stream is ended: read() gives None at once
         self._stream._close_with(reason)
 
     # -- the session's side --------------------------------------------------------
