@@ -39,13 +39,30 @@ _configured = False
 
 
 class _SpecFormatter(logging.Formatter):
+    """``<NS> <pid>: <message>``, NS the logger's namespace or the one given."""
+
+    def __init__(self, namespace: str | None = None) -> None:
+        super().__init__()
+        self.namespace = namespace
+
     def format(self, record: logging.LogRecord) -> str:
-        ns = record.name.rsplit(".", 1)[-1].upper()
+        ns = self.namespace or record.name.rsplit(".", 1)[-1].upper()
         return f"{ns} {os.getpid()}: {record.getMessage()}"
 
 
 def _own_record(name: str, record: logging.LogRecord) -> bool:
     return record.name == name
+
+
+# The connection lines (the spec's client events): with ``websocket`` listed and
+# ``greenhttp`` not, they are written as WEBSOCKET lines, as the original routes its
+# client events to the websocket namespace when the core one is off: they are the
+# opening handshake's (spec 6.3, "some lines may appear under both").
+_CLIENT_EVENTS = ("connecting to ", "connected to ", "connection to ", "sending request to ")
+
+
+def _client_event(record: logging.LogRecord) -> bool:
+    return record.name == core.name and isinstance(record.msg, str) and record.msg.startswith(_CLIENT_EVENTS)
 
 
 def setup_from_env() -> None:
@@ -72,6 +89,12 @@ def setup_from_env() -> None:
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG)
         logger.propagate = False
+    if "websocket" in names and "greenhttp" not in names:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_SpecFormatter("WEBSOCKET"))
+        handler.addFilter(_client_event)
+        core.addHandler(handler)
+        core.setLevel(logging.DEBUG)  # (it still propagates: its other records are not ours to print)
 
 
 def enabled(logger: logging.Logger = core) -> bool:

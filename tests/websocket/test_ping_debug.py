@@ -142,37 +142,22 @@ def test_debug_env_prints_only_the_namespaces_it_lists(ws_server):
 
 
 def test_debug_env_writes_the_spec_line_shape(ws_server):
-    """GREENHTTP_DEBUG=websocket prints ``WEBSOCKET <pid>: ...`` lines on stderr."""
+    """GREENHTTP_DEBUG=websocket prints ``WEBSOCKET <pid>: ...`` lines on stderr:
+    the opening handshake's connection lines too (with the core namespace off, the
+    original writes its client events under the websocket one), in this order, and
+    not the core namespace's response lines."""
     server = ws_server()
-    code = textwrap.dedent(
-        f"""
-        import gevent, greenhttp
-        ws = greenhttp.WebSocket({server.url("/env")!r})
-        done = gevent.event.Event()
-        ws.onopen = lambda ev: ws.close()
-        ws.onclose = lambda ev: done.set()
-        assert done.wait(10)
-        """
-    )
-    env = {**os.environ, "GREENHTTP_DEBUG": "websocket"}
-    out = subprocess.Popen(
-        [sys.executable, "-c", code],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    # The server lives in this process: let it run while the child talks to it.
-    with gevent.Timeout(30):
-        while out.poll() is None:
-            gevent.sleep(0.01)
-    stderr = out.stderr.read()
-    out.stdout.close()
-    out.stderr.close()
-    assert out.returncode == 0, stderr
-    pid = out.pid
-    assert f"WEBSOCKET {pid}: connection opened 127.0.0.1:{server.server.port}" in stderr
-    assert f"WEBSOCKET {pid}: closed connection to {server.url('/env')} - 1005 " in stderr
+    pid, stderr = _run_with_debug(server, "websocket")
+    port = server.server.port
+    expected = [
+        f"WEBSOCKET {pid}: connecting to 127.0.0.1:{port} using http:h1",
+        f"WEBSOCKET {pid}: connected to 127.0.0.1:{port} using http:h1",
+        f"WEBSOCKET {pid}: sending request to GET http://127.0.0.1:{port}/env",
+        f"WEBSOCKET {pid}: connection opened 127.0.0.1:{port}",
+        f"WEBSOCKET {pid}: closed connection to {server.url('/env')} - 1005 ",
+    ]
+    lines = [line for line in stderr.splitlines() if line.startswith(("WEBSOCKET", "GREENHTTP"))]
+    assert lines == expected, stderr
 
 
 def test_connection_opened_over_a_unix_socket_has_no_address(
