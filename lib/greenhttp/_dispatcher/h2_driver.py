@@ -308,6 +308,16 @@ class H2Connection:
             self.uploads.start(stream)
         self._schedule_flush()
 
+    def _upload_progress(self, stream: H2Stream) -> None:
+        """Some of ``stream``'s body went out: as on HTTP/1.1, its headers timeout
+        runs from the latest progress of the upload, so it counts the wait for the
+        head from when the request was written, not the time spent sending it."""
+        if not (stream.responded or stream.done or stream.expect or stream.tunnel):
+            req = stream.req
+            self.timers.arm_stream(
+                stream, req.headers_timeout if req.headers_timeout is not None else self._opts.headers_timeout
+            )
+
     def _send_after_expect(self, stream: H2Stream) -> None:
         """The wait for 100 Continue is over: send the body; the headers timeout runs on."""
         stream.expect = False

@@ -202,6 +202,10 @@ def no_flush() -> None:
     """The flush of a closed connection."""
 
 
+def _no_progress(stream: H2Stream) -> None:
+    pass
+
+
 def _no_fail(stream: H2Stream, err: BaseException, code: int = 0) -> None:
     """The stream failure of a closed connection (its streams already failed)."""
 
@@ -214,6 +218,7 @@ class Uploads:
         # closed, so no cycle keeps it (a killed body greenlet may still run briefly).
         self._schedule_flush: Callable[[], None] = conn._schedule_flush
         self._fail_stream: Callable[..., None] = conn._fail_stream
+        self._progress: Callable[[H2Stream], None] = conn._upload_progress
         self.session = conn.session
         self.waiting: dict[H2Stream, None] = {}  # streams waiting for send window, in order
         self.greenlets: dict[H2Stream, Any] = {}  # the greenlet reading each streamed body
@@ -232,6 +237,7 @@ class Uploads:
         for stream in list(self.waiting):
             if stream.out is not None:
                 self._pump(stream)
+                self._progress(stream)
             else:
                 self.waiting.pop(stream, None)
                 parker = stream.window
@@ -260,6 +266,7 @@ class Uploads:
         """After :meth:`close`: let go of the connection (a late body greenlet finds no-ops)."""
         self._schedule_flush = no_flush
         self._fail_stream = _no_fail
+        self._progress = _no_progress
 
     def _pump(self, stream: H2Stream) -> None:
         """Send as much of a bytes body as the windows allow; the rest waits."""
@@ -323,6 +330,7 @@ class Uploads:
             if not (stream.done or stream.local_closed):
                 self.session.end_stream(stream.sid)
                 stream.local_closed = True
+                self._progress(stream)
                 self._schedule_flush()
         except RequestContentLengthMismatchError as exc:
             self._fail_stream(stream, exc)
@@ -351,5 +359,6 @@ class Uploads:
             n = min(window, session.max_frame_size, len(view) - off)
             session.send_data(sid, view[off : off + n])
             off += n
+            self._progress(stream)
             self._schedule_flush()
         return True

@@ -1,0 +1,53 @@
+"""Back-pressure, flow control and timeouts, on HTTP/1.1 and HTTP/2 (an audit's tests)."""
+
+from __future__ import annotations
+
+import time
+
+import gevent
+import pytest
+
+from greenhttp.errors import HeadersTimeoutError
+
+pytest_plugins = ["h2_support.fixtures"]
+
+
+def _slow_body(pieces: int, gap: float):
+    for _ in range(pieces):
+        gevent.sleep(gap)  # a producer that takes its time
+        yield b"x" * 1000
+
+
+def test_h2_headers_timeout_does_not_cut_an_upload_in_progress(make_h2_server, make_h2c):
+    """As on HTTP/1.1, headers_timeout waits for the head once the request is
+    written: an upload still going out (longer in all than the timeout, each
+    piece well within it) is not failed with HeadersTimeoutError."""
+
+    def handler(conn):
+        req = conn.next_request()
+        assert req is not None
+        conn.respond(req.stream_id, body=b"got %d" % len(req.body))
+
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin, headers_timeout=0.4)
+    with gevent.Timeout(5):
+        r = client.request("/up", "POST", body=_slow_body(6, 0.12))
+        assert r.body.bytes() == b"got 6000"
+    assert not server.errors
+
+
+def test_h2_headers_timeout_runs_from_the_end_of_the_upload(make_h2_server, make_h2c):
+    """A server that takes the whole body and never answers: headers_timeout fires,
+    counted from when the last of the body went out."""
+
+    def handler(conn):
+        req = conn.next_request()
+        assert req is not None
+        conn.closed.wait(5)
+
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin, headers_timeout=0.3)
+    start = time.monotonic()
+    with gevent.Timeout(5), pytest.raises(HeadersTimeoutError):
+        client.request("/up", "POST", body=_slow_body(4, 0.12))
+    assert time.monotonic() - start >= 0.48 + 0.3 - 0.05
