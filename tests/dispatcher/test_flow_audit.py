@@ -8,6 +8,7 @@ import gevent
 import pytest
 
 from greenhttp.errors import HeadersTimeoutError
+from testkit import serve_forever
 
 pytest_plugins = ["h2_support.fixtures"]
 
@@ -51,3 +52,22 @@ def test_h2_headers_timeout_runs_from_the_end_of_the_upload(make_h2_server, make
     with gevent.Timeout(5), pytest.raises(HeadersTimeoutError):
         client.request("/up", "POST", body=_slow_body(4, 0.12))
     assert time.monotonic() - start >= 0.48 + 0.3 - 0.05
+
+
+def test_h1_idle_timer_does_not_close_a_connection_whose_upload_waits_for_its_source(make_server, make_client):
+    """A request with a streamed body, written on a kept-alive connection: the
+    connection is no longer idle, so keep_alive_timeout does not close it while
+    the body source takes longer than that to give its first chunk."""
+    server = make_server(serve_forever(b"fine"))
+    client = make_client(server.origin, keep_alive_timeout=0.3)
+
+    def body():
+        gevent.sleep(0.6)  # a producer slower than the idle timeout
+        yield b"abc"
+
+    with gevent.Timeout(5):
+        assert client.request("/").body.bytes() == b"fine"
+        r = client.request("/up", "POST", body=body())
+        assert r.body.bytes() == b"fine"
+    assert server.accepted == 1
+    assert server.requests[-1].body == b"abc"

@@ -213,6 +213,12 @@ class H1Connection:
             self._phase = _HEADERS
             t = req.headers_timeout
             self._deadline.set(t if t is not None else client._opts.headers_timeout)
+        elif len(running) == 1 and self._phase == _IDLE:
+            # A body the writer greenlet sends, on a connection that was idle: it idles
+            # no more, so its keep-alive timer stops (one that fired just now is stale);
+            # the writer arms headers_timeout as the body goes out.
+            self._phase = _HEADERS
+            self._deadline.clear()
 
     def _head(self, req: Request, key: tuple[str, str, str | None]) -> tuple[bytes, StreamBody | None]:
         """The request head with every rule applied, and the body to stream (if any)."""
