@@ -8,7 +8,7 @@ import gevent
 import pytest
 
 from greenhttp.errors import HeadersTimeoutError
-from testkit import serve_forever
+from testkit import serve_forever, wait_for
 
 pytest_plugins = ["h2_support.fixtures"]
 
@@ -71,3 +71,31 @@ def test_h1_idle_timer_does_not_close_a_connection_whose_upload_waits_for_its_so
         assert r.body.bytes() == b"fine"
     assert server.accepted == 1
     assert server.requests[-1].body == b"abc"
+
+
+def test_h2_unread_body_stops_the_peer_and_does_not_time_out_while_paused(make_h2_server, make_h2c):
+    """HTTP/2: a body nobody reads stops the server after about high_water_mark
+    bytes and one stream window, its body_timeout does not run while the
+    consumer holds it paused, and reading it then gives every byte in order."""
+    big = bytes(range(256)) * 4096 * 4  # 4 MiB
+    sent = [0]
+
+    def handler(conn):
+        req = conn.next_request()
+        assert req is not None
+        conn.send_headers(req.stream_id, 200, [("content-length", str(len(big)))])
+        for off in range(0, len(big), 16384):
+            if not conn.send_body(req.stream_id, big[off : off + 16384], end=off + 16384 >= len(big)):
+                return
+            sent[0] = off + 16384
+
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin, body_timeout=0.2, initial_window_size=65536)
+    with gevent.Timeout(5):
+        r = client.request("/big")
+        wait_for(lambda: sent[0] >= 65536, what="the first window sent")
+        gevent.sleep(0.6)  # the consumer holds the body paused, past body_timeout
+        # At most high_water_mark buffered in the body, plus one stream window held back.
+        assert sent[0] <= 65536 + 65536
+        assert r.body.bytes() == big
+    assert sent[0] == len(big)
