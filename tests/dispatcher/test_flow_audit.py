@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import gevent
+import gevent.event
 import pytest
 
 from greenhttp.errors import HeadersTimeoutError
@@ -99,3 +100,60 @@ def test_h2_unread_body_stops_the_peer_and_does_not_time_out_while_paused(make_h
         assert sent[0] <= 65536 + 65536
         assert r.body.bytes() == big
     assert sent[0] == len(big)
+
+
+class _PauseAtHead:
+    """A dispatch handler that pauses in on_response_start and records what follows."""
+
+    def __init__(self):
+        self.calls = []
+        self.done = gevent.event.Event()
+        self.controller = None
+
+    def on_request_start(self, controller, context):
+        self.controller = controller
+
+    def on_response_start(self, controller, status_code, headers, status_message):
+        self.calls.append("head")
+        controller.pause()
+
+    def on_response_data(self, controller, chunk):
+        self.calls.append(bytes(chunk))
+
+    def on_response_end(self, controller, trailers):
+        self.calls.append("end")
+        self.done.set()
+
+    def on_response_error(self, controller, err):
+        self.calls.append(err)
+        self.done.set()
+
+
+def test_h2_body_timeout_does_not_run_while_paused_at_the_head(make_h2_server, make_h2c):
+    """A handler that pauses at the response head holds the stream paused: as on
+    HTTP/1.1 (and as docs/http2.md says) body_timeout does not fire until it
+    resumes, even though no DATA came meanwhile."""
+    held = gevent.event.Event()
+
+    def handler(conn):
+        req = conn.next_request()
+        assert req is not None
+        conn.send_headers(req.stream_id, 200, [("content-length", "4")])
+        held.wait(5)
+        conn.send_body(req.stream_id, b"late", end=True)
+
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin, body_timeout=0.2)
+    h = _PauseAtHead()
+    client.dispatch({"path": "/", "method": "GET"}, h)
+    try:
+        with gevent.Timeout(5):
+            wait_for(lambda: h.calls, what="the head")
+            gevent.sleep(0.5)  # held paused past body_timeout
+            assert h.calls == ["head"]
+            held.set()
+            h.controller.resume()
+            assert h.done.wait(5)
+    finally:
+        held.set()
+    assert h.calls == ["head", b"late", "end"]

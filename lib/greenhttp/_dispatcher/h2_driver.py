@@ -519,7 +519,8 @@ class H2Connection:
             _debug.core.debug(
                 "received response to %s %s%s - HTTP %d", req.method, self.client._origin.origin, req.path, status
             )
-        req.on_headers(status, headers, "")
+        if req.on_headers(status, headers, ""):
+            stream.due = 0.0  # paused at the head: no body timeout until resume() re-arms it
 
     def _on_info(self, ev: tuple[Any, ...]) -> None:
         _, sid, status, headers, raw = ev
