@@ -157,3 +157,24 @@ def test_h2_body_timeout_does_not_run_while_paused_at_the_head(make_h2_server, m
     finally:
         held.set()
     assert h.calls == ["head", b"late", "end"]
+
+
+def test_read_zero_returns_at_once_and_takes_nothing(make_server, make_client):
+    """``body.read(0)`` is ``b""`` at once, as io's ``read(0)``: it neither waits
+    for the body nor marks it used."""
+    release = gevent.event.Event()
+
+    def handler(conn):
+        if conn.read_request() is None:
+            return
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
+        release.wait(5)
+        conn.send(b"hello")
+
+    client = make_client(make_server(handler).origin)
+    with gevent.Timeout(5):
+        r = client.request(path="/")
+        with gevent.Timeout(1):  # the body has not been sent: read(0) must not wait for it
+            assert r.body.read(0) == b""
+        release.set()
+        assert r.body.bytes() == b"hello"  # still whole and usable

@@ -137,10 +137,13 @@ class BodyReadable:
         return self._used
 
     def read(self, n: int = -1) -> builtins.bytes:
-        """Up to ``n`` bytes (all that remain with ``n < 0``); ``b""`` at the end. Blocks."""
+        """Up to ``n`` bytes (all that remain with ``n < 0``); ``b""`` at the end. Blocks
+        until at least one byte is there, except ``read(0)``, which returns ``b""`` at once."""
         if n is None or n < 0:
             self._used = True
             return self._read_everything()
+        if n == 0:
+            return b""  # as io's read(0): nothing asked for, nothing waited for
         self._used = True
         if self._closed and not self._chunks:
             return b""
