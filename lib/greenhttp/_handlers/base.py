@@ -62,7 +62,6 @@ class SteeringController:
     ``target``, ``_abort_reason`` and ``_whole_body`` and says what an abort and a
     pause mean to it."""
 
-
     target: Any
     _abort_reason: BaseException | None
     _whole_body: bool  # the consumer reads the body whole (``wants_whole_body``)
