@@ -31,7 +31,22 @@ class BodyReadable:
     greenlet while one greenlet reads is the supported concurrency.
     """
 
-    _dumped = 0  # dump(): bytes discarded so far
+    # One is made for every response: slots make it smaller and quicker to build.
+    __slots__ = (
+        "_controller",
+        "_hwm",
+        "_headers",
+        "_chunks",
+        "_size",
+        "_ended",
+        "_error",
+        "_parker",
+        "_used",
+        "_closed",
+        "_read_all",
+        "_limit",
+        "_dumped",
+    )
 
     def __init__(
         self, controller: Any = None, headers: Any = None, high_water_mark: int = 65536, whole: bytes | None = None
@@ -39,14 +54,14 @@ class BodyReadable:
         self._controller = controller
         self._hwm = high_water_mark
         self._headers = headers  # the response headers (a dict, or the raw list)
-        # Read for every body, so set on the instance: a default left on the
-        # class is found by a slower generic lookup at every read (CPython 3.11).
+        chunks: deque[bytes] = deque()
+        self._chunks = chunks
         if whole is None:
-            self._chunks: deque[bytes] = deque()
             self._size = 0
             self._ended = False
         else:  # the whole body, already here
-            self._chunks = deque((whole,)) if whole else deque()
+            if whole:
+                chunks.append(whole)  # (quicker than deque((whole,)))
             self._size = len(whole)
             self._ended = True
         self._error: BaseException | None = None
@@ -55,6 +70,7 @@ class BodyReadable:
         self._closed = False
         self._read_all = False
         self._limit = -1  # dump(): discard, and abort past this many bytes
+        self._dumped = 0  # dump(): bytes discarded so far
 
     @property
     def content_length(self) -> int | None:

@@ -9,15 +9,20 @@ No greenlet is spawned per request.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from .._core.request import WHOLE_RESPONSE_TAKERS
 from .._runtime import Parker, spawn
 from ..errors import InvalidArgumentError, RequestAbortedError
-from .readable import BodyReadable
-from .response import ResponseData
+from .readable import BodyReadable as _BodyReadable
+from .response import ResponseData as _ResponseData
 
 __all__ = ["RequestHandler", "request", "bind_signal", "run_with_callback"]
+
+# Final: compiled, a C variable rather than a lookup in the module's dict at each
+# response (docs/performance.md, "Compiled modules").
+BodyReadable: Final = _BodyReadable
+ResponseData: Final = _ResponseData
 
 def bind_signal(signal: Any, abort: Callable[[Any], None]) -> Callable[[], None] | None:
     """Call ``abort(reason)`` when ``signal`` aborts. Returns a function that unbinds.
@@ -85,8 +90,8 @@ class RequestHandler(Parker):
         self.hwm = hwm
         self.controller: Any = None
         self.context: Any = None
-        self.body: BodyReadable | None = None
-        self.response: ResponseData | None = None
+        self.body: _BodyReadable | None = None
+        self.response: _ResponseData | None = None
         self.abort_reason: BaseException | None = None
         self.unbind: Callable[[], None] | None = None
 
@@ -164,10 +169,10 @@ WHOLE_RESPONSE_TAKERS[RequestHandler] = RequestHandler._on_response_whole
 
 
 # The options request() takes for itself (the rest go to dispatch()).
-_HANDLER_OPTIONS = frozenset(["opaque", "signal", "on_info", "response_headers", "high_water_mark"])
+_HANDLER_OPTIONS: Final = frozenset(["opaque", "signal", "on_info", "response_headers", "high_water_mark"])
 
 
-def request(dispatcher: Any, options: dict[str, Any]) -> ResponseData:
+def request(dispatcher: Any, options: dict[str, Any]) -> _ResponseData:
     """Dispatch ``options`` through ``dispatcher`` and block until the response head."""
     if options.get("method") == "CONNECT":
         raise InvalidArgumentError("invalid method: use connect() for CONNECT")
@@ -196,7 +201,7 @@ def request(dispatcher: Any, options: dict[str, Any]) -> ResponseData:
             handler.unbind()
         raise
     try:
-        data: ResponseData = handler.get()
+        data: _ResponseData = handler.get()
         return data
     except BaseException as exc:
         # The caller gave up (an error, or a gevent.Timeout around the call).

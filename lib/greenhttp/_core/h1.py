@@ -27,7 +27,7 @@ No I/O, no clock, no gevent: testable with bytes alone.
 from __future__ import annotations
 
 import re
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from ..errors import HeadersOverflowError, HTTPParserError
 
@@ -38,27 +38,28 @@ __all__ = ["ResponseParser", "ParserSink", "parse_header_block"]
 _TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _VALUE_CHAR = rb"[\t\x20-\x7e\x80-\xff]"
 _LINE = _TOKEN + rb":" + _VALUE_CHAR + rb"*\r\n"
-_BLOCK_RE = re.compile(rb"(?:" + _LINE + rb")*")
-_block_fullmatch = _BLOCK_RE.fullmatch
-_STATUS_RE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: (" + _VALUE_CHAR + rb"*))?\r\n")
-_CHUNK_SIZE_RE = re.compile(rb"0*([0-9A-Fa-f]{1,16})(;[\t\x20-\x7e\x80-\xff]*)?\r\n")
+_BLOCK_RE: Final = re.compile(rb"(?:" + _LINE + rb")*")
+_block_fullmatch: Final = _BLOCK_RE.fullmatch
+_STATUS_RE: Final = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: (" + _VALUE_CHAR + rb"*))?\r\n")
+_CHUNK_SIZE_RE: Final = re.compile(rb"0*([0-9A-Fa-f]{1,16})(;[\t\x20-\x7e\x80-\xff]*)?\r\n")
 
-_MAX_START_LINE = 8192
+_MAX_START_LINE: Final = 8192
 
-# Parser states.
-_HEAD = 0
-_BODY_LENGTH = 1
-_CHUNK_SIZE = 2
-_CHUNK_DATA = 3
-_CHUNK_CRLF = 4
-_TRAILERS = 5
-_BODY_EOF = 6
-_UPGRADED = 7
-_DEAD = 8
+# Parser states. (Compiled, a Final int is a constant in the C code, not a lookup in
+# the module's dict at each use: docs/performance.md.)
+_HEAD: Final = 0
+_BODY_LENGTH: Final = 1
+_CHUNK_SIZE: Final = 2
+_CHUNK_DATA: Final = 3
+_CHUNK_CRLF: Final = 4
+_TRAILERS: Final = 5
+_BODY_EOF: Final = 6
+_UPGRADED: Final = 7
+_DEAD: Final = 8
 
 # Body framing of a final head: a Content-Length (>= 0) or one of these.
-_FRAMED_CHUNKED = -1
-_FRAMED_BY_EOF = -2
+_FRAMED_CHUNKED: Final = -1
+_FRAMED_BY_EOF: Final = -2
 
 
 class ParserSink(Protocol):
@@ -522,10 +523,10 @@ class ResponseParser:
 # rules. Only what the bytes alone decide is kept: heads of HEAD and CONNECT
 # requests, interim heads and 204/304 never enter it, heads with repeated
 # names neither (their values are lists), and a hit is copied before use.
-_HEAD_CACHE: dict[bytes, tuple[int, str, dict[str, Any], bool, int]] = {}
-_HEAD_CACHE_SIZE = 256
-_CACHED_HEAD_MAX = 2048  # bytes; bigger heads are rarely identical
-_head_cache_get = _HEAD_CACHE.get
+_HEAD_CACHE: Final[dict[bytes, tuple[int, str, dict[str, Any], bool, int]]] = {}
+_HEAD_CACHE_SIZE: Final = 256
+_CACHED_HEAD_MAX: Final = 2048  # bytes; bigger heads are rarely identical
+_head_cache_get: Final = _HEAD_CACHE.get
 
 
 def _remember_head(

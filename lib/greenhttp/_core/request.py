@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -42,7 +42,7 @@ __all__ = [
     "refuse",
 ]
 
-_KNOWN_METHODS = {
+_KNOWN_METHODS: Final = {
     "get": "GET",
     "head": "HEAD",
     "post": "POST",
@@ -52,11 +52,11 @@ _KNOWN_METHODS = {
     "query": "QUERY",
     "patch": "PATCH",
 }
-EXPECTS_PAYLOAD = frozenset({"PUT", "POST", "PATCH", "QUERY", "PROPFIND", "PROPPATCH"})
-IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "QUERY"})
+EXPECTS_PAYLOAD: Final = frozenset({"PUT", "POST", "PATCH", "QUERY", "PROPFIND", "PROPPATCH"})
+IDEMPOTENT_METHODS: Final = frozenset({"GET", "HEAD", "QUERY"})
 # Methods for which strict_content_length does not check a declared length.
-_LENGTH_UNCHECKED = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "CONNECT"})
-_REFUSED_HEADERS = frozenset({"transfer-encoding", "keep-alive", "upgrade"})
+_LENGTH_UNCHECKED: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "CONNECT"})
+_REFUSED_HEADERS: Final = frozenset({"transfer-encoding", "keep-alive", "upgrade"})
 
 
 def refuse(handler: Any, err: BaseException) -> None:
@@ -68,15 +68,19 @@ def refuse(handler: Any, err: BaseException) -> None:
     on_error(None, err)
 
 
-# Guard states.
-_CREATED, _STARTED, _HEADERS, _DONE = 0, 1, 2, 3
-RESPONSE_STARTED = _HEADERS
-REQUEST_DONE = _DONE
+# Guard states. (Final: compiled, these and the module's other Final names are C
+# constants and variables, not lookups in the module's dict: docs/performance.md.)
+_CREATED: Final = 0
+_STARTED: Final = 1
+_HEADERS: Final = 2
+_DONE: Final = 3
+RESPONSE_STARTED: Final = _HEADERS
+REQUEST_DONE: Final = _DONE
 
 # Handler classes that take a response read in one piece in one call (see
 # Request.on_whole), by exact class (not subclasses, not wrappers that forward
 # attributes): class -> fn(handler, controller, status, headers, message, body).
-WHOLE_RESPONSE_TAKERS: dict[type, Callable[..., None]] = {}
+WHOLE_RESPONSE_TAKERS: Final[dict[type, Callable[..., None]]] = {}
 
 
 @mypyc_attr(native_class=False)  # compiled, a class deriving from list must stay a Python class
@@ -95,15 +99,18 @@ class HeaderList(list[tuple[str, str]]):
         self.block = "".join([f"{name}: {value}\r\n" for name, value in pairs]).encode("latin-1")
 
 
-_NO_HEADERS = HeaderList([])  # shared, never mutated: options replace it
+_NO_HEADERS: Final = HeaderList([])  # shared, never mutated: options replace it
 
 
-def _noop(*args: Any) -> None:
+def _do_nothing(*args: Any) -> None:
     return None
 
 
-_PATH_RE = re.compile(r"[\x21-\xff]+\Z")
-_VALID_METHODS = frozenset(
+_noop: Final = _do_nothing
+
+
+_PATH_RE: Final = re.compile(r"[\x21-\xff]+\Z")
+_VALID_METHODS: Final = frozenset(
     ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "QUERY", "CONNECT", "TRACE"]
 )
 
@@ -118,7 +125,7 @@ def _timeout(name: str, value: Any) -> float | None:
 
 # Paths seen to be valid origin-form targets ("/..."), valid for every method:
 # a client asks for the same few paths again and again.
-_CHECKED_PATHS: set[str] = set()
+_CHECKED_PATHS: Final[set[str]] = set()
 
 
 def _check_path(path: str, method: str) -> None:
@@ -537,7 +544,7 @@ _HeaderSet = tuple[HeaderList, bool, str | None, int | None, str | None]
 # header dicts again and again. Only sets of plain str names and values are
 # kept (as keys, 1, 1.0 and True would look alike); at most 256, started over
 # when full.
-_HEADER_SETS: dict[tuple[tuple[Any, Any], ...], _HeaderSet] = {}
+_HEADER_SETS: Final[dict[tuple[tuple[Any, Any], ...], _HeaderSet]] = {}
 
 
 def _header_set(raw: Any) -> _HeaderSet:
@@ -597,7 +604,7 @@ def _header_rules(pairs: list[tuple[str, str]]) -> _HeaderSet:
 
 # Option name -> setter. "reset" comes before "headers" in effect: _set_headers
 # looks at whether reset was given explicitly.
-_OPTION_SETTERS: dict[str, Callable[[Request, Any], None]] = {
+_OPTION_SETTERS: Final[dict[str, Callable[[Request, Any], None]]] = {
     "idempotent": Request._set_idempotent,
     "blocking": Request._set_blocking,
     "origin": Request._set_origin,

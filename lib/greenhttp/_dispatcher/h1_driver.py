@@ -17,7 +17,7 @@ from __future__ import annotations
 import io
 import re
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from .. import _debug
 from .._core.body import StreamBody, to_bytes_chunk
@@ -30,19 +30,19 @@ from .._runtime import (
     Deadline,
     GreenletExit,
     Parker,
-    Reader,
     Spin,
     at_round_end,
     call_soon,
-    getcurrent,
     kill,
     read_buffer,
     reader_park,
     ready_gauge,
     round_queue,
-    spawn,
     start_timer,
 )
+from .._runtime import Reader as _Reader
+from .._runtime import spawn as _spawn
+from .._runtime.hot import getcurrent
 from ..errors import (
     BodyTimeoutError,
     GreenHTTPError,
@@ -58,18 +58,24 @@ if TYPE_CHECKING:
 
 __all__ = ["H1Connection"]
 
-_KEEP_ALIVE_HINT = re.compile(r"timeout=(\d+)")
-_NO_MORE: Any = object()  # a request body iterator's end
-_BIG_READ = 1 << 22  # read a known-length body straight into one buffer up to 4 MiB
-_WHOLE_BODY_MIN = 1 << 16  # ... when more than 64 KiB of it is left
-_HOLD_READS = 1 << 18  # ... waking the reader once per 256 KiB of it, not once per TCP segment
-_INLINE_BODY = 1 << 16  # bodies up to 64 KiB go out with the head in one send
-_WRITE_PIECE = 1 << 18  # larger bodies go out in pieces, each restarting the write stall deadline
-CONTINUE_WAIT = 1.0  # how long a body waits for 100 Continue before it goes anyway (as curl; h2 too)
+# Final: compiled, a C constant or variable, not a lookup in the module's dict at
+# each use (docs/performance.md, "Compiled modules").
+_KEEP_ALIVE_HINT: Final = re.compile(r"timeout=(\d+)")
+_NO_MORE: Final[Any] = object()  # a request body iterator's end
+_BIG_READ: Final = 1 << 22  # read a known-length body straight into one buffer up to 4 MiB
+_WHOLE_BODY_MIN: Final = 1 << 16  # ... when more than 64 KiB of it is left
+_HOLD_READS: Final = 1 << 18  # ... waking the reader once per 256 KiB of it, not once per TCP segment
+_INLINE_BODY: Final = 1 << 16  # bodies up to 64 KiB go out with the head in one send
+_WRITE_PIECE: Final = 1 << 18  # larger bodies go out in pieces, each restarting the write stall deadline
+CONTINUE_WAIT: Final = 1.0  # how long a body waits for 100 Continue before it goes anyway (as curl; h2 too)
 
-_IDLE, _HEADERS, _BODY = 0, 1, 2
-_DEBUG = _debug.core_enabled
-_DEBUG_MAYBE = _debug.core_maybe_enabled
+_IDLE: Final = 0
+_HEADERS: Final = 1
+_BODY: Final = 2
+_DEBUG: Final = _debug.core_enabled
+_DEBUG_MAYBE: Final = _debug.core_maybe_enabled
+Reader: Final = _Reader
+spawn: Final = _spawn
 
 
 class _TimeoutFired(Exception):

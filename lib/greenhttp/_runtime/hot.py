@@ -14,10 +14,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from time import perf_counter
-from typing import Any
+from time import perf_counter as _perf_counter
+from typing import Any, Final
 
-from gevent import Timeout, get_hub, getcurrent
+from gevent import Timeout
+from gevent import get_hub as _get_hub
+from gevent import getcurrent as _getcurrent
 from greenlet import greenlet as _greenlet
 
 __all__ = [
@@ -36,10 +38,15 @@ __all__ = [
 # gevent's libuv loop (its default on Windows; GEVENT_LOOP=libuv elsewhere) counts
 # time in whole milliseconds and warns about any shorter timer. Node's timers have
 # the same 1 ms floor. So every timer here lasts at least that long.
-TIMER_FLOOR = 0.001
+TIMER_FLOOR: Final = 0.001
 
-switch = _greenlet.switch  # a plain greenlet switch (gevent's Hub.switch adds switch_out)
-THROUGH_HUB: Any = object()  # Reader.wake: this read's wake-ups go through the hub, in order
+# Compiled, a name marked Final is a C variable, not a lookup in the module's dict
+# each time it is read; so what every request reads here is (docs/performance.md).
+get_hub: Final = _get_hub
+getcurrent: Final = _getcurrent
+perf_counter: Final = _perf_counter
+switch: Final = _greenlet.switch  # a plain greenlet switch (gevent's Hub.switch adds switch_out)
+THROUGH_HUB: Final[Any] = object()  # Reader.wake: this read's wake-ups go through the hub, in order
 
 # The Reader class of _runtime (interpreted: it derives from gevent's Greenlet),
 # set there once it is defined. A Reader keeps the first wake-up of a read.
@@ -47,7 +54,7 @@ reader_class: Any = None
 
 # Greenlet classes seen without a switch_out method (gevent.Greenlet, the main
 # greenlet's): a greenlet of one of them parks with a plain switch to the hub.
-_NO_SWITCH_OUT: set[Any] = set()
+_NO_SWITCH_OUT: Final[set[Any]] = set()
 
 
 def timer_seconds(seconds: float) -> float:
@@ -278,8 +285,8 @@ class Deadline:
 
 # Backing off from a peer too slow for busy polling: after the n-th such answer in a
 # row (n at most _MAX_MISSES), the next 2**n - 1 requests let the hub sleep at once.
-_MAX_MISSES = 6
-_sched_yield: Any = getattr(os, "sched_yield", None)
+_MAX_MISSES: Final = 6
+_sched_yield: Final[Any] = getattr(os, "sched_yield", None)
 
 
 class BusyPoll:
