@@ -139,7 +139,7 @@ class ClientCore:
         conn = self._conn
         if conn is None:
             return False
-        return bool(len(conn.running) >= conn.max_concurrent or conn.reset or conn.blocking or conn.writing)
+        return not conn.free()
 
     @property
     def stats(self) -> ClientStats:
@@ -179,14 +179,13 @@ class ClientCore:
             conn is not None
             and not self._pending
             and not self._in_resume
-            and len(conn.running) < conn.max_concurrent
-            and not conn.busy(req)
+            and conn.takes(req)
             and (req.servername is None or not self._servername_changed(conn, req))
         ):
             # Fast path: an idle connection takes the request straight away.
             if req.start(None):
                 self._write(conn, req)
-            if len(conn.running) >= conn.max_concurrent or conn.reset or conn.blocking or conn.writing or self._pending:
+            if not conn.free() or self._pending:
                 self._need_drain = True
                 return False
             return True
@@ -233,11 +232,7 @@ class ClientCore:
         if not self._pending and not self._closed:
             # Only a drain to report (a pool's member freed up): the common case.
             conn = self._conn
-            if (
-                conn is not None
-                and len(conn.running) < conn.max_concurrent
-                and not (conn.reset or conn.blocking or conn.writing)
-            ):
+            if conn is not None and conn.free():
                 self._need_drain = False
                 self._drain()
                 # Done, unless a listener queued or closed meanwhile, or wrote without
@@ -434,7 +429,7 @@ class ClientCore:
         """The protocol driver for a new socket: HTTP/2 when ALPN chose it (or h2c), else HTTP/1.1.
 
         A driver exposes ``version``, ``running``, ``max_concurrent``,
-        ``busy(req)``, ``write(req)``, ``idle``, ``reset``, ``writing``,
+        ``busy(req)``, ``free()``, ``takes(req)``, ``write(req)``, ``idle``, ``reset``, ``writing``,
         ``blocking``, ``destroyed``, ``destroy(err)`` and ``read_loop()``, and
         reports back through ``client._resume()`` and ``client._connection_lost()``.
         """

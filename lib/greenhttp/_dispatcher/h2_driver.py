@@ -229,6 +229,14 @@ class H2Connection:
     def idle(self) -> bool:
         return not self.running and not self.tunnels
 
+    def free(self) -> bool:
+        """Could a stream open now: a slot left, and no GOAWAY or reset?"""
+        return len(self.running) < self.max_concurrent and not self.reset
+
+    def takes(self, req: Request) -> bool:
+        """Could ``req`` be written now: a slot left, and :meth:`busy` says no?"""
+        return len(self.running) < self.max_concurrent and not self.busy(req)
+
     def busy(self, req: Request) -> bool:
         """May ``req`` be written now? Streams are multiplexed: only a closing session says no,
         and a CONNECT waits for the server's SETTINGS (does it allow extended CONNECT?)."""

@@ -112,7 +112,7 @@ class Parker:
         self._value = value
         if self._waiter is not None:
             reader = getcurrent()
-            if reader.__class__ is reader_class and reader.wake is None:
+            if type(reader) is reader_class and reader.wake is None:
                 reader.wake = self  # (_wake's common case, without the call: the reader keeps it)
             else:
                 _wake(self)
@@ -129,7 +129,7 @@ class Parker:
         if not self._state:
             current = self._waiter = getcurrent()
             try:
-                if timeout is None and current.__class__ in _NO_SWITCH_OUT:
+                if timeout is None and type(current) in _NO_SWITCH_OUT:
                     switch(get_hub())  # (what _park does, without the call: the common wait)
                 elif timeout is None:
                     _park(current)
@@ -168,7 +168,7 @@ def _park(current: Any) -> None:
     and its greenlets switch to the hub directly.
     """
     hub = get_hub()
-    cls = current.__class__
+    cls = type(current)
     if cls in _NO_SWITCH_OUT:
         switch(hub)
     elif hasattr(cls, "switch_out") or hasattr(current, "switch_out"):
@@ -185,7 +185,7 @@ def _wake(parker: Parker) -> None:
     hand over as it parks; a second one sends the kept one to the hub first.
     """
     reader = getcurrent()
-    if reader.__class__ is reader_class:
+    if type(reader) is reader_class:
         kept = reader.wake
         if kept is None:
             reader.wake = parker
@@ -205,7 +205,8 @@ def reader_park(reader: Any, watcher: Any) -> None:
         if parker is not None:
             reader.wake = None
             if parker is not THROUGH_HUB:
-                target = parker._waiter
+                kept: Parker = parker  # (typed: compiled, its field is read directly)
+                target = kept._waiter
                 if target is not None:  # still parked in parker.get()
                     target.switch()  # what the hub's parker._resume() would do
                     return
