@@ -110,6 +110,16 @@ def test_bad_keys_and_values_are_type_errors(store):
         store.create_write_stream(key(), value(etag=1))
 
 
+@pytest.mark.parametrize("bad", [{"origin": None}, {"method": 1}, {"path": b"/"}, {"headers": 5}])
+def test_a_key_of_the_wrong_type_is_a_type_error_not_a_miss(store, bad):
+    put(store, key(), value(vary={"accept": None}))
+    with pytest.raises(TypeError):
+        store.get({**key(), **bad})
+    store.delete(key())
+    with pytest.raises(TypeError):
+        store.get({**key(), **bad})
+
+
 def test_max_entry_size_declines_large_bodies():
     for s in (MemoryCacheStore(max_entry_size=4), SqliteCacheStore(max_entry_size=4)):
         writer = s.create_write_stream(key(), value())

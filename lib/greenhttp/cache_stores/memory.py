@@ -86,9 +86,11 @@ class MemoryCacheStore:
         except (KeyError, TypeError):
             check_key(key)
             raise
-        if not entries:
-            return None
         headers = key.get("headers")
+        if not entries or (headers is not None and type(headers) is not dict):
+            check_key(key)  # a malformed key is a TypeError, as in the other store, not a miss
+            if not entries:
+                return None
         now = time.time()
         # Of several stored responses that match, the most recent is used (RFC 9111 §4.1).
         best: _Entry | None = None
@@ -102,6 +104,7 @@ class MemoryCacheStore:
         for entry in expired:
             self._remove(entry)
         if best is None:
+            check_key(key)
             return None
         self._lru.move_to_end(best)
         return best.result  # type: ignore[return-value]
