@@ -170,6 +170,37 @@ def test_sqlite_options_are_validated():
         SqliteCacheStore(location=5)
     with pytest.raises(InvalidArgumentError, match="busy_timeout"):
         SqliteCacheStore(busy_timeout=-1)
+    with pytest.raises(InvalidArgumentError, match="busy_timeout"):
+        SqliteCacheStore(busy_timeout=float("nan"))
+
+
+_LOCK_HOLDER = """
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN IMMEDIATE")
+print("held", flush=True)
+time.sleep(0.3)
+c.execute("COMMIT")
+"""
+
+
+@pytest.mark.parametrize("busy_timeout", [5, 3_000_000, float("inf")])
+def test_sqlite_a_long_busy_timeout_waits_for_another_process(tmp_path, busy_timeout):
+    # sqlite3 takes the timeout in milliseconds in a C int: past ~24.8 days (and for inf)
+    # it overflowed into "never wait", so a write under contention was dropped at once.
+    path = str(tmp_path / "busy.sqlite")
+    with SqliteCacheStore(path, busy_timeout=busy_timeout) as s:
+        holder = subprocess.Popen([sys.executable, "-c", _LOCK_HOLDER, path], stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            s.set(key(), {**value(), "body": b"stored"})  # waits for the holder's COMMIT
+            assert holder.wait(timeout=5) == 0
+        finally:
+            if holder.poll() is None:
+                holder.kill()
+                holder.wait()
+            holder.stdout.close()
+        assert s.get(key())["body"] == b"stored"
 
 
 def test_sqlite_store_prunes_past_max_count():

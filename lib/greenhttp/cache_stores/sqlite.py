@@ -45,6 +45,8 @@ from .base import (
 __all__ = ["SqliteCacheStore"]
 
 _log = logging.getLogger("greenhttp")
+#: The longest busy timeout SQLite takes: 2**31 - 1 milliseconds (about 24.8 days), in seconds.
+_MAX_BUSY_TIMEOUT = 2147483.0
 _TABLE = "greenhttp_cache_v1"
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {_TABLE} (
@@ -90,7 +92,8 @@ class SqliteCacheStore:
     store). ``max_count``: entries kept (default unbounded; past it, expired
     rows go first, then the oldest tenth). ``max_entry_size``: bytes per
     body (default 2 GB, SQLite's own limit of 1 GB applies). ``busy_timeout``:
-    seconds a write waits for another process's (default 1.0).
+    seconds a write waits for another process's (default 1.0; at most about
+    24.8 days, SQLite's limit, which a longer one or ``math.inf`` means).
 
     Every call blocks the hub briefly (see the module docstring).
     Greenlet-safe and thread-safe. Use as a context manager, or ``close()``.
@@ -107,10 +110,12 @@ class SqliteCacheStore:
             raise StoreOptionError(f"location must be a path or ':memory:', got {location!r}")
         self._max_count = check_size("max_count", max_count, allow_inf=True)
         self._max_entry_size = check_size("max_entry_size", max_entry_size)
-        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) or busy_timeout < 0:
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) or not busy_timeout >= 0:
             raise StoreOptionError(f"busy_timeout must be a non-negative number of seconds, got {busy_timeout!r}")
         self._location = os.fspath(location)
-        self._busy_timeout = float(busy_timeout)
+        # sqlite3 passes the timeout on in milliseconds as a C int: a longer one (inf included)
+        # would overflow into "never wait", so it is capped at the longest SQLite can wait.
+        self._busy_timeout = min(float(busy_timeout), _MAX_BUSY_TIMEOUT)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
