@@ -214,6 +214,27 @@ def test_sqlite_store_prunes_past_max_count():
         s.get(key())
 
 
+def test_every_call_on_a_closed_sqlite_store_raises_but_a_write_in_flight_is_dropped_quietly(tmp_path):
+    import sqlite3
+
+    s = SqliteCacheStore(tmp_path / "closed.sqlite")
+    in_flight = s.create_write_stream(key("/in-flight"), value())
+    assert in_flight.write(b"body")
+    s.close()
+    in_flight.end()  # a response that was streaming when the store closed: nothing to store it in
+    for call in (
+        lambda: s.get(key()),
+        lambda: s.create_write_stream(key(), value()),
+        lambda: s.set(key(), {**value(), "body": b"x"}),
+        lambda: s.delete(key()),
+        lambda: s.size,
+    ):
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            call()
+    with SqliteCacheStore(tmp_path / "closed.sqlite") as again:
+        assert again.size == 0
+
+
 def test_sqlite_store_survives_a_restart(tmp_path):
     path = tmp_path / "c.sqlite"
     with SqliteCacheStore(path) as s:

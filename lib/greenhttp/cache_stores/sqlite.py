@@ -136,9 +136,12 @@ class SqliteCacheStore:
         self._pid = os.getpid()
         return conn
 
-    def _connection(self) -> sqlite3.Connection:
+    def _check_open(self) -> None:
         if self._closed:
             raise sqlite3.ProgrammingError("the SqliteCacheStore is closed")
+
+    def _connection(self) -> sqlite3.Connection:
+        self._check_open()
         conn = self._conn
         if conn is None or self._pid != os.getpid():
             # A forked child must not use its parent's connection (SQLite forbids it).
@@ -146,7 +149,8 @@ class SqliteCacheStore:
         return conn
 
     def close(self) -> None:
-        """Close the database connection. Later calls raise ``sqlite3.ProgrammingError``."""
+        """Close the database connection. Later calls raise ``sqlite3.ProgrammingError``; a
+        writer made before and ended after stores nothing (quietly: the response still arrives)."""
         with self._lock:
             self._closed = True
             if self._conn is not None and self._pid == os.getpid():
@@ -192,6 +196,7 @@ class SqliteCacheStore:
         """A writer for ``value``'s body; the row is written when it ends. Never blocks until then."""
         check_key(key)
         check_value(value)
+        self._check_open()
         if self._max_count == 0:
             return None
         return BufferedWriter(self._commit, key, value, self._max_entry_size)
@@ -200,6 +205,7 @@ class SqliteCacheStore:
         """Store ``value`` (a CacheValue with its whole ``body`` as bytes) at once. Blocks briefly."""
         check_key(key)
         check_value(value)
+        self._check_open()
         body = value.get("body") or b""
         if not isinstance(body, (bytes, bytearray, memoryview)):
             body = b"".join(body)
