@@ -235,6 +235,19 @@ def test_every_call_on_a_closed_sqlite_store_raises_but_a_write_in_flight_is_dro
         assert again.size == 0
 
 
+def test_a_sqlite_store_that_cannot_open_its_file_leaves_it_closed(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "not-a-database"
+    path.write_bytes(b"plain text, not SQLite" * 100)
+    with pytest.raises(sqlite3.DatabaseError) as info:
+        SqliteCacheStore(path)
+    # While the error (and its traceback) lives, the connection it made must not keep the file open.
+    assert info.value is not None
+    opened = {os.path.realpath(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")}
+    assert str(path.resolve()) not in opened
+
+
 def test_sqlite_store_survives_a_restart(tmp_path):
     path = tmp_path / "c.sqlite"
     with SqliteCacheStore(path) as s:

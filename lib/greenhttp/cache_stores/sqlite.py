@@ -127,11 +127,15 @@ class SqliteCacheStore:
         conn = sqlite3.connect(
             self._location, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
         )
-        if self._location != ":memory:":
-            conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA temp_store = MEMORY")
-        conn.executescript(_SCHEMA)
+        try:
+            if self._location != ":memory:":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA temp_store = MEMORY")
+            conn.executescript(_SCHEMA)
+        except BaseException:
+            conn.close()  # not a database, locked, read-only: the error must not keep the file open
+            raise
         self._conn = conn
         self._pid = os.getpid()
         return conn
