@@ -9,7 +9,7 @@
   stores a storable response as it streams through, or invalidates after an
   unsafe method (RFC 9111 §3, §4.4).
 * :class:`RevalidationHandler` sits on a conditional request: a ``304``
-  freshens the stored entry and the stored response is played; a 5xx or a
+  freshens the stored entry and the stored response is played; a 500-504 or a
   network error inside ``stale-if-error`` plays the stale one; anything else
   is stored and passed through like a miss (RFC 9111 §4.3, RFC 5861).
 

@@ -10,7 +10,7 @@ its store and, by the rules of ``_core/cache_policy.py``:
   background;
 * otherwise asks the origin with ``If-None-Match``/``If-Modified-Since``
   built from the entry: a ``304`` freshens the entry and it is served; a
-  ``5xx`` or a network error inside ``stale-if-error`` serves the stale
+  ``500``-``504`` or a network error inside ``stale-if-error`` serves the stale
   entry; any other answer is passed on, and stored if storable;
 * sends a miss to the origin and stores the answer if it may;
 * answers ``504`` when the request says ``only-if-cached`` and the origin
