@@ -312,3 +312,40 @@ def test_sqlite_store_reconnects_in_a_forked_child(tmp_path):
     assert os.waitstatus_to_exitcode(status) == 0
     assert s.get(key("/child"))["body"] == b"from the child"
     s.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_childs_writes_survive_the_parent_closing_its_store(tmp_path):
+    # The child's new connection must hold its own file locks: with the parent's connection
+    # still open in the child, SQLite took the parent's locks as the child's, so the parent's
+    # close() found no other user, checkpointed and deleted the WAL the child then wrote to.
+    path = tmp_path / "fork.sqlite"
+    s = SqliteCacheStore(path)
+    put(s, key("/parent"), value())
+    reconnected_r, reconnected_w = os.pipe()
+    closed_r, closed_w = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads around
+        pid = os.fork()
+    if pid == 0:
+        code = 2
+        try:
+            code = 0 if s.get(key("/parent")) is not None else 1  # reconnects in the child
+            os.write(reconnected_w, b"1")
+            os.read(closed_r, 1)
+            put(s, key("/child"), value(), b"from the child")
+        finally:
+            os._exit(code)
+    os.close(reconnected_w)  # so a read sees the end, should the child die
+    os.close(closed_r)
+    try:
+        assert os.read(reconnected_r, 1) == b"1"
+        s.close()
+        os.write(closed_w, b"1")
+    finally:
+        os.close(reconnected_r)
+        os.close(closed_w)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    with SqliteCacheStore(path) as again:
+        assert again.get(key("/child"))["body"] == b"from the child"

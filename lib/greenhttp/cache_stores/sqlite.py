@@ -148,7 +148,16 @@ class SqliteCacheStore:
         self._check_open()
         conn = self._conn
         if conn is None or self._pid != os.getpid():
-            # A forked child must not use its parent's connection (SQLite forbids it).
+            # A forked child must not use its parent's connection (SQLite forbids it). It is
+            # closed first: while open, SQLite in this process would take the parent's file
+            # locks as its own, and the new connection would hold none, so the parent closing
+            # its connection would delete the WAL this process goes on writing to.
+            if conn is not None:
+                self._conn = None
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
             conn = self._connect()
         return conn
 
