@@ -7,6 +7,7 @@ it. Time never passes in these tests: staleness comes from ``Age`` headers.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -388,6 +389,12 @@ def test_options_are_validated():
         interceptors.cache(cache_by_default=-1)
     with pytest.raises(InvalidArgumentError, match="origins"):
         interceptors.cache(origins="http://a")
+
+
+def test_a_bytes_pattern_in_origins_is_refused_when_the_cache_is_made():
+    # It can never match the origin (a str): every request through the cache raised TypeError.
+    with pytest.raises(InvalidArgumentError, match="origins"):
+        interceptors.cache(origins=[re.compile(rb"^http://127\.0\.0\.1")])
 
 
 def test_concurrent_hits_share_one_entry(origin, make_client, store):

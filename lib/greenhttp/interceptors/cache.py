@@ -74,6 +74,8 @@ def _check_origins(origins: Any) -> tuple[Any, ...] | None:
         if isinstance(o, str):
             out.append(o.lower().rstrip("/"))
         elif hasattr(o, "search"):
+            if isinstance(getattr(o, "pattern", None), bytes):  # would never match the str origin
+                raise InvalidArgumentError(f"origins must hold str regular expressions, got {o!r}")
             out.append(o)
         else:
             raise InvalidArgumentError(f"origins must hold strings or compiled regular expressions, got {o!r}")
