@@ -9,10 +9,11 @@ first use). Everything else is passed through unchanged.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import partial
 from typing import Any, overload
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from ._api.response import ResponseData
 from ._api.stream import PipelineData, PipelineDuplex, StreamData, StreamFactoryData
@@ -96,8 +97,10 @@ def _split(url: Any, options: dict[str, Any], name: str, *, keep_path: bool = Fa
     if path is not None:
         if not isinstance(path, str):
             raise InvalidArgumentError(f"path must be a string, got {path!r}")
-        if not keep_path and not path.startswith("/"):
-            path = "/" + path
+        if not keep_path:
+            # As the URL's own path: the fragment dropped, the rest percent-encoded.
+            target, _, query = path.partition("#")[0].partition("?")
+            path = _target("/" + target if not target.startswith("/") else target, query)
     else:
         path = url_path
     return method, origin, path
@@ -124,14 +127,32 @@ def _split_url(url: Any) -> tuple[str, str]:
             f"invalid url: {url!r} (credentials in the URL are not sent; use an authorization header)"
         )
     origin = parse_origin(f"{parts.scheme}://{parts.netloc}").origin
-    path = parts.path or "/"
-    if parts.query:
-        path += "?" + parts.query
+    path = _target(parts.path or "/", parts.query)
     if type(url) is str:
         if len(_SPLIT_URLS) >= 256:
             _SPLIT_URLS.clear()
         _SPLIT_URLS[url] = (origin, path)
     return origin, path
+
+
+# What the WHATWG URL parser (the original's) percent-encodes, as UTF-8, in a
+# path and in the query of an http(s) URL: controls, space, non-ASCII and these.
+# "%" is kept, so what is encoded already is sent as given.
+_PATH_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"#<>?`{}')
+_QUERY_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "\"#<>'")
+_NEEDS_QUOTING = re.compile(r"[^\x21-\x7e]|[\"<>`{}']")
+
+
+def _target(path: str, query: str) -> str:
+    """The request target of a URL's ``path`` and ``query``, percent-encoded as the original's."""
+    try:
+        if _NEEDS_QUOTING.search(path):
+            path = quote(path, safe=_PATH_SAFE)
+        if query and _NEEDS_QUOTING.search(query):
+            query = quote(query, safe=_QUERY_SAFE)
+    except UnicodeEncodeError as exc:  # a lone surrogate
+        raise InvalidArgumentError(f"invalid url path or query: {path!r}, {query!r} ({exc})") from exc
+    return path + "?" + query if query else path
 
 
 def _method(options: dict[str, Any]) -> str:

@@ -92,6 +92,27 @@ def test_path_option_replaces_the_url_path(make_server):
     assert greenhttp.request(server.origin, path="/z?k=v").body.text() == "GET /z?k=v"
 
 
+def test_a_url_is_percent_encoded_as_the_original_s_url_parser_does(make_server):
+    # The original parses the URL (and a path= option) with the WHATWG URL parser,
+    # which percent-encodes non-ASCII as UTF-8, spaces and a few other characters.
+    # Before, "caf\u00e9" went out as one raw latin-1 byte and "a b" or "\u20ac" was refused.
+    server = make_server(echo_target)
+    with gevent.Timeout(5):
+        assert greenhttp.request(server.origin + "/caf\u00e9").body.text() == "GET /caf%C3%A9"
+        assert greenhttp.request(server.origin + "/a b/\u20ac?q=a b&x=\u00fc'").body.text() == (
+            "GET /a%20b/%E2%82%AC?q=a%20b&x=%C3%BC%27"
+        )
+        assert greenhttp.request(server.origin + '/<"{`}>').body.text() == "GET /%3C%22%7B%60%7D%3E"
+        # What is encoded already, and what needs no encoding, is sent as given.
+        assert greenhttp.request(server.origin + "/%C3%A9/a%2Fb?q=%20&r=[]|").body.text() == (
+            "GET /%C3%A9/a%2Fb?q=%20&r=[]|"
+        )
+        assert greenhttp.request(urlsplit(server.origin + "/\u00e9")).body.text() == "GET /%C3%A9"
+        assert greenhttp.request(server.origin, path="d\u00e9j\u00e0 vu?q=\u00e9#frag").body.text() == (
+            "GET /d%C3%A9j%C3%A0%20vu?q=%C3%A9"
+        )
+
+
 def test_request_accepts_a_urllib_result(make_server):
     server = make_server(echo_target)
     assert greenhttp.request(urlsplit(server.origin + "/u")).body.text() == "GET /u"
