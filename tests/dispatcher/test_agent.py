@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 import gevent
 import gevent.event
+import gevent.socket as gsocket
 import pytest
 
 import greenhttp
@@ -106,6 +107,30 @@ def test_spellings_of_one_origin_share_a_dispatcher(make_server, make_agent):
         assert get(agent, origin) == b"hello"
     assert list(agent.stats) == [server.origin]
     assert server.accepted == 1
+
+
+def test_an_internationalized_host_is_sent_in_its_ascii_form(make_server, make_agent):
+    # As the original's URL parser: a non-ASCII host is converted to its IDNA
+    # ("xn--") form. Before, "caf\u00e9" went into the Host line as a raw latin-1
+    # byte, had a dispatcher of its own, and "\u20ac" raised UnicodeEncodeError.
+    server = make_server(serve_forever())
+    hostnames = []
+
+    def to_server(options, callback):
+        hostnames.append(options["hostname"])
+        callback(None, gsocket.create_connection(("127.0.0.1", server.port)))
+
+    agent = make_agent(connect=to_server)
+    with gevent.Timeout(5):
+        for origin in ("http://caf\u00e9.example", "http://CAF\u00c9.example", "http://xn--caf-dma.example"):
+            assert get(agent, origin) == b"hello"
+            assert server.requests[-1].header("host") == "xn--caf-dma.example"
+        assert list(agent.stats) == ["http://xn--caf-dma.example"]
+        assert get(agent, "http://\u20ac.example:81") == b"hello"
+        assert server.requests[-1].header("host") == "xn--lzg.example:81"
+    assert hostnames == ["xn--caf-dma.example", "xn--lzg.example"]
+    with pytest.raises(errors.InvalidArgumentError, match="origin"):
+        agent.request(origin="http://a..\u00e9/", path="/")
 
 
 def test_connections_one_makes_clients(make_server, make_agent):

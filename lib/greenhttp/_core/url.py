@@ -81,6 +81,11 @@ def parse_origin(url: object, name: str = "url") -> Origin:
     hostname = parts.hostname
     if not hostname:
         raise InvalidArgumentError(f"invalid {name}: {url!r} (no host)")
+    if not hostname.isascii():
+        try:  # the URL parser's domain-to-ASCII step: "café" is "xn--caf-dma", as in the original
+            hostname = hostname.encode("idna").decode("ascii").lower()
+        except UnicodeError:
+            raise InvalidArgumentError(f"invalid {name}: {url!r} (not a valid domain name)") from None
     if any(ord(ch) <= 0x20 or ord(ch) == 0x7F or ch in "%<>\\^`{|}" for ch in hostname):
         raise InvalidArgumentError(f"invalid {name}: {url!r} (the host has forbidden characters)")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
