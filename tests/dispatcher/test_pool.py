@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gevent
 import gevent.event
+import gevent.socket as gsocket
 import pytest
 
 import greenhttp
@@ -498,6 +499,61 @@ def test_a_client_destroyed_from_outside_is_replaced(make_server, make_pool):
     assert get(pool, "/4") == b"/4"
     assert len(clients) == 3
     assert pool.stats.connected == 1
+
+
+def test_a_client_destroyed_from_outside_while_connecting_is_replaced(make_server, make_pool):
+    # Destroyed before its connection was made, it emits no "disconnect": the pool
+    # did not notice, and the request queued behind it (and close()) waited forever.
+    server = make_server(serve_forever())
+    connected = gevent.event.Event()
+    calls = []
+
+    def connector(options, callback):
+        calls.append(options["hostname"])
+        if len(calls) == 1:  # the first connection never completes
+            return
+        callback(None, gsocket.create_connection(("127.0.0.1", server.port)))
+        connected.set()
+
+    clients = []
+
+    def factory(origin, **options):
+        clients.append(greenhttp.Client(origin, **options))
+        return clients[-1]
+
+    pool = make_pool(server.origin, connections=1, factory=factory, connect=connector)
+    first = gevent.spawn(outcome, pool, "/1")
+    second = gevent.spawn(outcome, pool, "/2")
+    wait_for(lambda: pool.stats.queued == 1 and len(calls) == 1, what="one connecting, one queued")
+    clients[0].destroy()  # not through the pool
+    assert isinstance(first.get(timeout=5), errors.ClientDestroyedError)
+    assert second.get(timeout=5) == b"hello"
+    assert len(clients) == 2 and connected.is_set()
+    with gevent.Timeout(5):
+        pool.close()
+    assert pool.stats == greenhttp.PoolStats(0, 0, 0, 0, 0, 0)
+
+
+def test_a_busy_member_destroyed_from_outside_makes_room_and_the_pool_drains(make_server, make_pool):
+    gate = Gate()
+    server = make_server(gate)
+    clients = []
+
+    def factory(origin, **options):
+        clients.append(greenhttp.Client(origin, **options))
+        return clients[-1]
+
+    pool = make_pool(server.origin, connections=1, factory=factory)
+    drains = []
+    pool.on("drain", lambda origin, targets: drains.append(targets[0]))
+    first = gevent.spawn(outcome, pool, "/1")
+    wait_for(lambda: gate.seen == ["/1"], what="the request running")
+    assert pool.busy and not drains
+    clients[0].destroy()
+    assert isinstance(first.get(timeout=5), errors.ClientDestroyedError)
+    assert drains == [pool] and not pool.busy
+    gate.opened.set()
+    assert get(pool, "/2") == b"/2"
 
 
 # -- client_ttl and factory ---------------------------------------------------------------

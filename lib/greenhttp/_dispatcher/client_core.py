@@ -556,6 +556,14 @@ class ClientCore:
             for reader in list(self._readers):
                 if reader is not getcurrent():
                     reader.kill(block=False)
+        member = self._member
+        if member is not None:
+            # A pool's member is gone (destroyed from outside, even before it connected,
+            # when no "disconnect" tells the pool): the pool replaces it.
+            try:
+                member.pool._on_member_destroyed(member)
+            except Exception as exc:
+                self._listener_failed("disconnect", exc)
         parkers, self._close_parkers = self._close_parkers, []
         if parkers:
             me = getcurrent()

@@ -332,6 +332,14 @@ class PoolCore:
             self._retire(member)
             self._pump()
 
+    def _on_member_destroyed(self, member: Member) -> None:
+        """A member's client was destroyed, its close finished, or it was destroyed from
+        outside (even while connecting: no "disconnect" then). Replace it for what is queued."""
+        if member.retired or self._destroyed:
+            return
+        self._retire(member)  # (it is closed: just forgotten)
+        self._pump()  # (and with nothing queued, the drain owed now that there is room)
+
     def _on_connection_error(
         self, member: Member, origin: str, targets: list[Any], err: BaseException | None = None
     ) -> None:
