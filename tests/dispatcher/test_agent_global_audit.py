@@ -1,0 +1,118 @@
+"""Agent, Pool and the global dispatcher: behaviours pinned by an audit (not tested elsewhere)."""
+
+from __future__ import annotations
+
+import gevent
+import gevent.event
+import pytest
+
+import greenhttp
+from greenhttp import _global, errors
+from testkit import serve_forever, wait_for
+
+
+@pytest.fixture(autouse=True)
+def fresh_global():
+    """Each test starts with no global dispatcher; the one it had is put back after."""
+    saved = _global._global_dispatcher
+    _global._global_dispatcher = None
+    yield
+    made = _global._global_dispatcher
+    _global._global_dispatcher = saved
+    if made is not None and made is not saved:
+        with gevent.Timeout(5):
+            made.destroy()
+
+
+class Gated:
+    """Answers each request with its target, once ``gate`` is set."""
+
+    def __init__(self) -> None:
+        self.gate = gevent.event.Event()
+        self.seen: list[str] = []
+
+    def __call__(self, conn) -> None:
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            self.seen.append(req.target)
+            self.gate.wait(5)
+            conn.respond(req.target.encode())
+
+
+def test_module_functions_use_the_global_dispatcher_of_the_moment(make_server):
+    server = make_server(serve_forever(b"ok"))
+    first, second = greenhttp.Agent(), greenhttp.Agent()
+    try:
+        with gevent.Timeout(5):
+            greenhttp.set_global_dispatcher(first)
+            assert greenhttp.request(server.origin + "/1").body.bytes() == b"ok"
+            greenhttp.set_global_dispatcher(second)
+            chunks: list[bytes] = []
+            sink = type("Sink", (), {"write": lambda self, b: chunks.append(b)})()
+            greenhttp.stream(server.origin + "/2", lambda data: sink)
+            assert chunks == [b"ok"]
+            # The one replaced is left as it was: open, its connection kept.
+            assert not first.closed and first.stats[server.origin].connected == 1
+            assert second.stats[server.origin].connected == 1
+            # dispatcher= wins over the global one, for this call only.
+            assert greenhttp.request(server.origin + "/3", dispatcher=first).body.bytes() == b"ok"
+            assert greenhttp.get_global_dispatcher() is second
+        assert server.accepted == 2
+    finally:
+        with gevent.Timeout(5):
+            first.destroy()
+            second.destroy()
+
+
+def test_agent_close_in_progress_refuses_new_requests_and_lets_queued_ones_finish(make_server):
+    gated = Gated()
+    busy = make_server(gated)
+    idle = make_server(serve_forever(b"idle"))
+    agent = greenhttp.Agent(connections=1)  # a Client per origin: the second request queues in it
+    with gevent.Timeout(5):
+        assert agent.request(origin=idle.origin, path="/").body.bytes() == b"idle"
+        running = [gevent.spawn(lambda p=p: agent.request(origin=busy.origin, path=p).body.bytes()) for p in ("/a", "/b")]
+        wait_for(lambda: gated.seen == ["/a"] and agent.stats[busy.origin].size == 2, what="one running, one queued")
+        results: list[tuple] = []
+        agent.close(callback=lambda err, value: results.append((err, value)))  # returns at once
+        wait_for(lambda: agent.closed, what="the close to start")
+        assert not agent.destroyed and results == []
+        with pytest.raises(errors.ClientClosedError):
+            agent.request(origin=idle.origin, path="/late")
+        with pytest.raises(errors.ClientClosedError):
+            agent.request(origin="http://127.0.0.1:9", path="/new-origin")
+        gated.gate.set()
+        assert [g.get() for g in running] == [b"/a", b"/b"]
+        wait_for(lambda: results, what="the close callback")
+        assert results == [(None, None)] and agent.destroyed and agent.stats == {}
+        assert idle.conns[0].eof.wait(5) and busy.conns[0].eof.wait(5)
+        with pytest.raises(errors.ClientDestroyedError):
+            agent.request(origin=idle.origin, path="/after")
+    assert len(results) == 1
+
+
+def test_pool_counters_through_one_busy_period(make_server):
+    gated = Gated()
+    server = make_server(gated)
+    pool = greenhttp.Pool(server.origin, connections=2)
+    drains: list[str] = []
+    pool.on("drain", lambda origin, targets: drains.append(origin))
+    try:
+        with gevent.Timeout(5):
+            assert pool.stats == greenhttp.PoolStats(0, 0, 0, 0, 0, 0)
+            gs = [gevent.spawn(lambda p=p: pool.request(path=p).body.bytes()) for p in ("/1", "/2", "/3", "/4")]
+            wait_for(lambda: len(gated.seen) == 2 and pool.stats.queued == 2, what="two running, two queued")
+            # connected, free, pending (queue + clients'), queued, running, size
+            assert pool.stats == greenhttp.PoolStats(2, 0, 2, 2, 2, 4) and pool.busy
+            assert server.accepted == 2
+            gated.gate.set()
+            assert [g.get() for g in gs] == [b"/1", b"/2", b"/3", b"/4"]
+            wait_for(lambda: pool.stats.free == 2, what="both clients free")
+            assert pool.stats == greenhttp.PoolStats(2, 2, 0, 0, 0, 0) and not pool.busy
+            assert drains == [server.origin]  # once for the whole busy period
+            assert server.accepted == 2
+    finally:
+        with gevent.Timeout(5):
+            pool.destroy()
