@@ -99,6 +99,9 @@ def _split(url: Any, options: dict[str, Any], name: str, *, keep_path: bool = Fa
             raise InvalidArgumentError(f"path must be a string, got {path!r}")
         if not keep_path:
             # As the URL's own path: the fragment dropped, the rest percent-encoded.
+            # CR, LF and NUL are refused first, not encoded (docs/security.md).
+            if _LINE_BREAK_OR_NUL.search(path):
+                raise InvalidArgumentError(f"invalid path: {path!r} (CR, LF and NUL are refused)")
             target, _, query = path.partition("#")[0].partition("?")
             path = _target("/" + target if not target.startswith("/") else target, query)
     else:
@@ -118,6 +121,11 @@ def _split_url(url: Any) -> tuple[str, str]:
         if url is None or not hasattr(url, "geturl"):
             raise InvalidArgumentError(f"url must be a string or URL, got {url!r}")
         url = url.geturl()
+    # Python's URL parser, as the WHATWG one, drops CR, LF and TAB anywhere in a URL; a
+    # line break inside one is refused instead (docs/security.md). At either end it is
+    # stripped with the other controls and spaces, as both parsers do.
+    if _LINE_BREAK_OR_NUL.search(url.strip(C0_CONTROL_OR_SPACE)):
+        raise InvalidArgumentError(f"invalid url: {url!r} (CR, LF and NUL are refused)")
     try:
         parts = urlsplit(url.rstrip(C0_CONTROL_OR_SPACE))
     except ValueError as exc:
@@ -140,6 +148,7 @@ def _split_url(url: Any) -> tuple[str, str]:
 # "%" is kept, so what is encoded already is sent as given.
 _PATH_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"#<>?`{}')
 _QUERY_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "\"#<>'")
+_LINE_BREAK_OR_NUL = re.compile(r"[\r\n\x00]")
 _NEEDS_QUOTING = re.compile(r"[^\x21-\x7e]|[\"<>`{}']")
 
 
