@@ -327,6 +327,21 @@ def test_a_failed_shared_lookup_reaches_every_waiter_whatever_one_handler_does(a
     assert "handler bug" in logged[0] and "not found" in logged[1]
 
 
+def test_a_pick_raising_after_a_lookup_fails_the_request(agent):
+    # The first request of a name is picked for in the lookup's callback, where
+    # nobody can catch a raise: the error must reach the handler (it used to be
+    # only logged, and the request waited forever).
+    def bad_pick(origin, records, affinity):
+        raise ValueError("pick bug")
+
+    d = agent.compose(interceptors.dns(lookup=fixed({"address": "127.0.0.1", "family": 4}), pick=bad_pick))
+    told = Told()
+    d.dispatch({"origin": "http://picky.test", "path": "/", "method": "GET"}, told)
+    assert told.done.wait(5) and isinstance(told.error, ValueError)
+    with gevent.Timeout(5), pytest.raises(ValueError, match="pick bug"):
+        d.request(origin="http://other.test", path="/")
+
+
 def test_the_default_lookup_never_blocks_the_hub(make_server, agent):
     done = gevent.event.AsyncResult()
     net_dns.lookup(type("O", (), {"hostname": "localhost"})(), {"dual_stack": True},

@@ -259,14 +259,17 @@ class _DNS:
             # escape, or the requests after this one would never hear back.
             try:
                 if err is None:
-                    records = self.storage.get(hostname)
-                    # Pick as of the lookup: a record with TTL 0 (RFC 1035: use it
-                    # only for the transaction in progress) still serves its waiters.
-                    ip = self._pick(settings, origin, records, looked_up) if records is not None else None
-                    if ip is not None:
-                        self._send(dispatch, opts, handler, origin, settings, ip)
-                        return
-                    err = InformationalError("No DNS entries found")
+                    try:
+                        records = self.storage.get(hostname)
+                        # Pick as of the lookup: a record with TTL 0 (RFC 1035: use it
+                        # only for the transaction in progress) still serves its waiters.
+                        ip = self._pick(settings, origin, records, looked_up) if records is not None else None
+                        if ip is not None:
+                            self._send(dispatch, opts, handler, origin, settings, ip)
+                            return
+                        err = InformationalError("No DNS entries found")
+                    except Exception as exc:  # a pick or storage that raised: nobody to raise to but the handler
+                        err = exc
                 refuse(handler, err)
             except Exception as exc:  # a handler without on_response_error, or one that raised
                 _log.error("greenhttp: unhandled error of a request through the dns interceptor: %r", exc)
