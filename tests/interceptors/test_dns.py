@@ -342,6 +342,24 @@ def test_a_pick_raising_after_a_lookup_fails_the_request(agent):
         d.request(origin="http://other.test", path="/")
 
 
+@pytest.mark.parametrize("answer", [["127.0.0.1"], "127.0.0.1", 5, [None, ("127.0.0.1", 4)]])
+def test_a_lookup_answering_no_records_fails_the_request(agent, answer):
+    # A lookup whose answer is not a list of record dicts, at once or later:
+    # the request fails instead of waiting forever.
+    def at_once(origin, options, callback):
+        callback(None, answer)
+
+    def later(origin, options, callback):
+        gevent.spawn(callback, None, answer)
+
+    for lookup in (at_once, later):
+        told = Told()
+        d = agent.compose(interceptors.dns(lookup=lookup))
+        d.dispatch({"origin": "http://odd.test", "path": "/", "method": "GET"}, told)
+        assert told.done.wait(5), lookup
+        assert isinstance(told.error, (InformationalError, TypeError)), told.error
+
+
 def test_the_default_lookup_never_blocks_the_hub(make_server, agent):
     done = gevent.event.AsyncResult()
     net_dns.lookup(type("O", (), {"hostname": "localhost"})(), {"dual_stack": True},

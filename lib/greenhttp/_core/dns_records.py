@@ -19,7 +19,7 @@ yields, so every call runs as one step.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = [
@@ -82,13 +82,16 @@ def make_records(addresses: Iterable[dict[str, Any]], max_ttl: float, now: float
 
     A record's TTL is its own, capped by ``max_ttl`` when that is positive;
     a record without one gets ``max_ttl``, or :data:`FALLBACK_TTL`.
-    Duplicate addresses are kept once.
+    Duplicate addresses are kept once; entries that are not records (not a
+    mapping, or without a valid ``address`` and ``family``) are skipped.
     """
     default_ttl = max_ttl if max_ttl > 0 else FALLBACK_TTL
     families: dict[int, Any] = {4: None, 6: None}
     seen: set[tuple[str, int]] = set()
     shortest = math.inf
     for addr in addresses:
+        if not isinstance(addr, Mapping):
+            continue  # not a record
         family = addr.get("family")
         address = addr.get("address")
         if family not in (4, 6) or not isinstance(address, str) or (address, family) in seen:

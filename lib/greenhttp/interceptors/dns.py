@@ -306,14 +306,17 @@ class _DNS:
             if coalesce:
                 self.waiting.pop(hostname, None)
             now = time.monotonic()
-            if err is None:
-                records, shortest = dns_records.make_records(addresses or (), settings.max_ttl, now)
-                if records["records"][4] or records["records"][6]:
-                    self.storage.set(hostname, records, {"ttl": shortest})
-                else:
-                    err = InformationalError("No DNS entries found")
-            if err is not None and _error_code(err) == "ENOTFOUND":
-                self.storage.delete(hostname)
+            try:
+                if err is None:
+                    records, shortest = dns_records.make_records(addresses or (), settings.max_ttl, now)
+                    if records["records"][4] or records["records"][6]:
+                        self.storage.set(hostname, records, {"ttl": shortest})
+                    else:
+                        err = InformationalError("No DNS entries found")
+                if err is not None and _error_code(err) == "ENOTFOUND":
+                    self.storage.delete(hostname)
+            except Exception as exc:  # addresses that are not a list, or a storage that raised: the waiters must hear
+                err = exc
             for waiter in waiters:
                 waiter(err, now)
 
