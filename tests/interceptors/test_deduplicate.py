@@ -8,8 +8,10 @@ import gevent
 import gevent.event
 import pytest
 
+import greenhttp
 from greenhttp import interceptors
 from greenhttp.errors import InvalidArgumentError, RequestAbortedError
+from testkit import serve_forever
 
 
 @pytest.fixture
@@ -290,3 +292,24 @@ def test_a_raising_handler_fails_alone(gated, make_client, recorder):
     good.done.wait(5)
     bad.done.wait(5)
     assert isinstance(bad.error, ValueError) and good.body == b"shared body"
+
+
+def test_a_dispatch_that_raises_leaves_no_group_behind(make_server):
+    # An interceptor inside deduplicate that raises (here dns, refusing a bad
+    # per-request option) fails that request at once; the group it led must go
+    # with it, or the next identical request joined it and waited forever.
+    server = make_server(serve_forever(b"fine"))
+
+    def lookup(origin, options, callback):
+        callback(None, [{"address": "127.0.0.1", "family": 4, "port": server.port}])
+
+    agent = greenhttp.Agent()
+    try:
+        d = agent.compose(interceptors.deduplicate(), interceptors.dns(lookup=lookup))
+        with gevent.Timeout(5):
+            with pytest.raises(InvalidArgumentError, match="unknown dns option"):
+                d.request(origin="http://shared.test", path="/", dns={"typo": 1})
+            assert d.request(origin="http://shared.test", path="/").body.bytes() == b"fine"
+    finally:
+        with gevent.Timeout(5):
+            agent.destroy()

@@ -209,6 +209,12 @@ class Fanout:
         if on_closed is not None:
             on_closed()
 
+    def abandon(self) -> None:
+        """The upstream dispatch raised instead of taking the request: close the group
+        (its first caller got the exception; no other caller can have joined yet)."""
+        self.finished = True
+        self._close()
+
     def _live(self) -> list[Subscriber]:
         return [s for s in self.subscribers if not s.done]
 

@@ -102,7 +102,11 @@ def deduplicate(
             fanout = Fanout(closed, max_buffer_size)
             fanout.add(handler)
             pending[key] = fanout
-            return dispatch(opts, fanout)
+            try:
+                return dispatch(opts, fanout)
+            except BaseException:
+                fanout.abandon()  # raised before it was sent: nobody may join a request that never goes
+                raise
 
         return dedupe_dispatch
 
