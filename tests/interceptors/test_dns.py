@@ -360,6 +360,17 @@ def test_a_lookup_answering_no_records_fails_the_request(agent, answer):
         assert isinstance(told.error, (InformationalError, TypeError)), told.error
 
 
+def test_a_name_the_resolver_cannot_encode_fails_the_request(agent):
+    # getaddrinfo raises UnicodeError (not an OSError) for a name IDNA cannot
+    # encode: an empty or over-long label. The default lookup's greenlet used to
+    # die of it without calling back, and the request waited forever.
+    for name in ("a..test", "a" * 64 + ".test"):
+        told = Told()
+        agent.compose(interceptors.dns()).dispatch({"origin": f"http://{name}", "path": "/", "method": "GET"}, told)
+        assert told.done.wait(5), name
+        assert isinstance(told.error, UnicodeError), told.error
+
+
 def test_the_default_lookup_never_blocks_the_hub(make_server, agent):
     done = gevent.event.AsyncResult()
     net_dns.lookup(type("O", (), {"hostname": "localhost"})(), {"dual_stack": True},

@@ -57,7 +57,7 @@ def lookup(origin: Any, options: dict[str, Any], callback: Callable[[BaseExcepti
 def _run(hostname: str, family: int, callback: Callable[[BaseException | None, Any], Any]) -> None:
     try:
         records = resolve(hostname, family)
-    except OSError as exc:
+    except Exception as exc:  # socket.gaierror, or UnicodeError for a name IDNA cannot encode
         callback(exc, None)
         return
     callback(None, records)
