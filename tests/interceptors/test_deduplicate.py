@@ -313,3 +313,36 @@ def test_a_dispatch_that_raises_leaves_no_group_behind(make_server):
     finally:
         with gevent.Timeout(5):
             agent.destroy()
+
+
+def test_a_caller_joining_while_the_others_are_paused_still_gets_the_body(make_server, make_client, recorder):
+    # The first caller pauses at the response head, which pauses the upstream
+    # (every caller is paused). A second caller joining then reads: the upstream
+    # must flow again for it, not wait until the first one resumes.
+    gate = gevent.event.Event()
+
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n")
+        gate.wait(5)
+        conn.send(b"body")
+        conn.wait_closed(5)
+
+    server = make_server(handler)
+    d = make_client(server.origin).compose(interceptors.deduplicate())
+
+    class Pausing(recorder):
+        def on_response_start(self, controller, status_code, headers, status_message):
+            super().on_response_start(controller, status_code, headers, status_message)
+            controller.pause()
+
+    first, second = Pausing(), recorder()
+    d.dispatch({"path": "/", "method": "GET"}, first)
+    wait_for(lambda: first.status == 200)
+    d.dispatch({"path": "/", "method": "GET"}, second)
+    gate.set()
+    assert second.done.wait(5), "the joining caller waited on the paused one"
+    assert second.status == 200 and second.body == b"body" and len(server.requests) == 1
+    assert first.body == b"" and not first.done.is_set()
+    first.controller.resume()
+    assert first.done.wait(5) and first.body == b"body"

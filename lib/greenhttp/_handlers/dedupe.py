@@ -201,6 +201,7 @@ class Fanout:
             if self.head is not None:
                 status, headers, message = self.head
                 sub.call("on_response_start", status, dict(headers) if type(headers) is dict else headers, message)
+            self.flow()  # a caller that reads: an upstream paused for the others flows again
         return True
 
     def _close(self) -> None:
