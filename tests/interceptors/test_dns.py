@@ -82,6 +82,18 @@ def test_the_origin_becomes_an_address_and_the_name_stays(make_server, agent):
     assert r.body.text() == "custom"
 
 
+@pytest.mark.parametrize("headers", [{b"Host": b"custom"}, {b"host": "custom"}, [(b"HOST", "custom")],
+                                     [b"host", b"custom"], greenhttp.Headers({"Host": "custom"})])
+def test_a_host_header_in_any_shape_is_kept(make_server, agent, headers):
+    # A dict with a bytes "host" key was not seen as having a Host header: a
+    # second one was added and the request failed with "duplicate host header".
+    server = make_server(echo_host)
+    d = agent.compose(interceptors.dns(lookup=fixed({"address": "127.0.0.1", "family": 4})))
+    with gevent.Timeout(5):
+        r = d.request(origin=f"http://example.test:{server.port}", path="/", headers=headers)
+        assert r.body.text() == "custom"
+
+
 def test_lookup_receives_the_origin_and_options():
     got: list[Any] = []
 

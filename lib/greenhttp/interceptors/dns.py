@@ -61,7 +61,7 @@ def _with_host(headers: Any, host: str) -> Any:
     if headers is None:
         return {"host": host}
     if isinstance(headers, dict):
-        if any(isinstance(k, str) and k.lower() == "host" for k in headers):
+        if any(isinstance(k, (str, bytes)) and k.lower() in ("host", b"host") for k in headers):
             return headers
         return {"host": host, **headers}
     if isinstance(headers, (list, tuple)):
