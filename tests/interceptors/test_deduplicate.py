@@ -8,7 +8,6 @@ import gevent
 import gevent.event
 import pytest
 
-import greenhttp
 from greenhttp import interceptors
 from greenhttp.errors import InvalidArgumentError, RequestAbortedError
 from testkit import serve_forever
@@ -294,25 +293,28 @@ def test_a_raising_handler_fails_alone(gated, make_client, recorder):
     assert isinstance(bad.error, ValueError) and good.body == b"shared body"
 
 
-def test_a_dispatch_that_raises_leaves_no_group_behind(make_server):
-    # An interceptor inside deduplicate that raises (here dns, refusing a bad
-    # per-request option) fails that request at once; the group it led must go
-    # with it, or the next identical request joined it and waited forever.
+def test_a_dispatch_that_raises_leaves_no_group_behind(make_server, make_client):
+    # An interceptor inside deduplicate that raises from dispatch (here a
+    # user's, refusing a request it dislikes) fails that request at once; the
+    # group the request led must go with it, or the next identical request
+    # joined it and waited forever.
     server = make_server(serve_forever(b"fine"))
+    refuse_next = [True]
 
-    def lookup(origin, options, callback):
-        callback(None, [{"address": "127.0.0.1", "family": 4, "port": server.port}])
+    def picky(dispatch):
+        def picky_dispatch(opts, handler):
+            if refuse_next.pop() if refuse_next else False:
+                raise ValueError("not this one")
+            return dispatch(opts, handler)
 
-    agent = greenhttp.Agent()
-    try:
-        d = agent.compose(interceptors.deduplicate(), interceptors.dns(lookup=lookup))
-        with gevent.Timeout(5):
-            with pytest.raises(InvalidArgumentError, match="unknown dns option"):
-                d.request(origin="http://shared.test", path="/", dns={"typo": 1})
-            assert d.request(origin="http://shared.test", path="/").body.bytes() == b"fine"
-    finally:
-        with gevent.Timeout(5):
-            agent.destroy()
+        return picky_dispatch
+
+    d = make_client(server.origin).compose(interceptors.deduplicate(), picky)
+    with gevent.Timeout(5):
+        with pytest.raises(ValueError, match="not this one"):
+            d.request(path="/")
+        assert d.request(path="/").body.bytes() == b"fine"
+    assert len(server.requests) == 1
 
 
 def test_a_caller_joining_while_the_others_are_paused_still_gets_the_body(make_server, make_client, recorder):

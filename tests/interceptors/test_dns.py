@@ -383,6 +383,28 @@ def test_a_name_the_resolver_cannot_encode_fails_the_request(agent):
         assert isinstance(told.error, UnicodeError), told.error
 
 
+def test_a_bad_dns_option_or_a_raising_pick_reaches_the_handler_through_dispatch(agent):
+    # Spec: dispatch() raises only for a handler without on_response_error;
+    # otherwise the error goes to on_response_error(None, err). A bad per-request
+    # dns option and a custom pick raising for a cached name used to raise
+    # out of dispatch() instead.
+    def bad_pick(origin, records, affinity):
+        raise ValueError("pick bug")
+
+    storage = DNSStorage()
+    storage.set("cached.test", {"records": {4: {"ips": [{"address": "127.0.0.1", "family": 4, "ttl": 60.0,
+                                                           "timestamp": 0.0}], "offset": None}, 6: None},
+                                "offset": None})
+    d = agent.compose(interceptors.dns(lookup=fixed({"address": "127.0.0.1", "family": 4}), storage=storage,
+                                       pick=bad_pick))
+    for opts, error in (({"origin": "http://a.test", "dns": {"typo": 1}}, InvalidArgumentError),
+                        ({"origin": "http://a.test", "dns": "six"}, InvalidArgumentError),
+                        ({"origin": "http://cached.test"}, ValueError)):
+        told = Told()
+        assert d.dispatch({"path": "/", "method": "GET", **opts}, told) is False
+        assert told.done.is_set() and isinstance(told.error, error), (opts, told.error)
+
+
 def test_the_default_lookup_never_blocks_the_hub(make_server, agent):
     done = gevent.event.AsyncResult()
     net_dns.lookup(type("O", (), {"hostname": "localhost"})(), {"dual_stack": True},

@@ -239,19 +239,29 @@ class _DNS:
             return dispatch(opts, handler)  # the dispatcher reports it
         overrides = opts.get("dns")
         if "dns" in opts:
-            _check_overrides(overrides)
+            try:
+                _check_overrides(overrides)
+            except InvalidArgumentError as exc:  # as the dispatcher reports a bad option (spec: dispatch errors)
+                refuse(handler, exc)
+                return False
             opts = {k: v for k, v in opts.items() if k != "dns"}
         if is_ip_literal(origin.hostname):
             return dispatch(opts, handler)
         settings = self._settings_for(overrides)
         hostname = origin.hostname
-        records = self.storage.get(hostname)
-        if records is None and self.storage.full():
+        try:
+            records = self.storage.get(hostname)
+            full = records is None and self.storage.full()
+            ip = self._pick(settings, origin, records) if records is not None else None
+            target = _ip_origin(origin, ip) if ip is not None else None
+        except Exception as exc:  # a custom pick or storage that raised: the handler is told
+            refuse(handler, exc)
+            return False
+        if full:
             return dispatch(opts, handler)
         if records is not None:
-            ip = self._pick(settings, origin, records)
             if ip is not None:
-                return self._send(dispatch, opts, handler, origin, settings, ip)
+                return self._send(dispatch, opts, handler, origin, settings, ip, target)
             self.storage.delete(hostname)  # every address expired or failed: look it up again
 
         def resolved(err: BaseException | None, looked_up: float) -> None:
@@ -327,11 +337,12 @@ class _DNS:
             callback(exc)
 
     def _send(
-        self, dispatch: DispatchFn, opts: dict[str, Any], handler: Any, origin: LookupOrigin, settings: _Settings, ip: Any
+        self, dispatch: DispatchFn, opts: dict[str, Any], handler: Any, origin: LookupOrigin, settings: _Settings, ip: Any,
+        target: str | None = None,
     ) -> bool:
         new_opts = {
             **opts,
-            "origin": _ip_origin(origin, ip),
+            "origin": target if target is not None else _ip_origin(origin, ip),
             "servername": origin.hostname,
             "headers": _with_host(opts.get("headers"), origin.host),
         }
