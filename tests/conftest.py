@@ -37,6 +37,7 @@ from gevent.threadpool import _WorkerGreenlet
 
 import compiled  # imported before greenhttp: it decides which build of greenhttp runs
 import greenhttp
+from greenhttp import _global
 from testkit import (  # noqa: F401  (re-exported for the fixtures below)
     RecordedRequest,
     ScriptedServer,
@@ -46,6 +47,20 @@ from testkit import (  # noqa: F401  (re-exported for the fixtures below)
     serve_forever,
     wait_for,
 )
+
+
+@pytest.fixture
+def fresh_global():
+    """The test starts with no global dispatcher; the one it had is put back after,
+    and whatever the test made global is destroyed."""
+    saved = _global._global_dispatcher
+    _global._global_dispatcher = None
+    yield
+    made = _global._global_dispatcher
+    _global._global_dispatcher = saved
+    if made is not None and made is not saved:
+        with gevent.Timeout(5):
+            made.destroy()
 
 
 @pytest.fixture

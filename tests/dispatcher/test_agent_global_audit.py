@@ -7,21 +7,10 @@ import gevent.event
 import pytest
 
 import greenhttp
-from greenhttp import _global, errors
+from greenhttp import errors
 from testkit import serve_forever, wait_for
 
-
-@pytest.fixture(autouse=True)
-def fresh_global():
-    """Each test starts with no global dispatcher; the one it had is put back after."""
-    saved = _global._global_dispatcher
-    _global._global_dispatcher = None
-    yield
-    made = _global._global_dispatcher
-    _global._global_dispatcher = saved
-    if made is not None and made is not saved:
-        with gevent.Timeout(5):
-            made.destroy()
+pytestmark = pytest.mark.usefixtures("fresh_global")  # (tests/conftest.py)
 
 
 class Gated:

@@ -13,18 +13,7 @@ import greenhttp
 from greenhttp import _global, errors
 from testkit import serve_forever
 
-
-@pytest.fixture(autouse=True)
-def fresh_global():
-    """Each test starts with no global dispatcher; whatever it made is destroyed after."""
-    saved = _global._global_dispatcher
-    _global._global_dispatcher = None
-    yield
-    made = _global._global_dispatcher
-    _global._global_dispatcher = saved
-    if made is not None and made is not saved:
-        with gevent.Timeout(5):
-            made.destroy()
+pytestmark = pytest.mark.usefixtures("fresh_global")  # (tests/conftest.py)
 
 
 def echo_target(conn):

@@ -28,11 +28,10 @@ def test_a_body_past_max_entry_size_is_delivered_whole_and_not_stored(origin, ma
     assert len(server.requests) == 2 and store.count == 0
 
 
-def test_a_body_cut_short_is_not_stored(make_server, make_client, store):
-    answers = [
-        b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 100\r\n\r\ncut",
-        b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 5\r\n\r\nwhole",
-    ]
+def cut_after_second_to_last(answers):
+    """A handler sending ``answers`` in order, one a request; the connection closes after
+    the second to last (cutting a response shorter than its length), the last goes on the
+    next connection."""
 
     def handler(conn):
         while answers and conn.read_request() is not None:
@@ -42,7 +41,16 @@ def test_a_body_cut_short_is_not_stored(make_server, make_client, store):
                 return
         conn.read_request()
 
-    server = make_server(handler)
+    return handler
+
+
+def test_a_body_cut_short_is_not_stored(make_server, make_client, store):
+    answers = [
+        b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 100\r\n\r\ncut",
+        b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 5\r\n\r\nwhole",
+    ]
+
+    server = make_server(cut_after_second_to_last(answers))
     d = make_client(server.origin).compose(interceptors.cache(store=store))
     with pytest.raises(SocketError):
         get(d)
@@ -57,15 +65,7 @@ def test_a_new_response_cut_short_during_validation_leaves_the_stored_one(make_s
         b'HTTP/1.1 304 Not Modified\r\nETag: "a"\r\nCache-Control: max-age=60\r\n\r\n',
     ]
 
-    def handler(conn):
-        while answers and conn.read_request() is not None:
-            conn.send(answers.pop(0))
-            if len(answers) == 1:
-                conn.close()
-                return
-        conn.read_request()
-
-    server = make_server(handler)
+    server = make_server(cut_after_second_to_last(answers))
     d = make_client(server.origin).compose(interceptors.cache(store=store))
     assert get(d)[2] == b"old"
     with pytest.raises(SocketError):
