@@ -24,6 +24,7 @@ __all__ = ["RequestHandler", "request", "bind_signal", "run_with_callback"]
 BodyReadable: Final = _BodyReadable
 ResponseData: Final = _ResponseData
 
+
 def bind_signal(signal: Any, abort: Callable[[Any], None]) -> Callable[[], None] | None:
     """Call ``abort(reason)`` when ``signal`` aborts. Returns a function that unbinds.
 
