@@ -8,6 +8,7 @@ from ``tests/conftest.py``. Here:
 * ``routes``: a scripted server answering by request target from a dict of
   ``target -> handler(conn, req)``, keeping the connection alive;
 * ``Recorder``: a dispatch handler that records every callback;
+* ``gated``: a scripted server holding every response until its ``gate`` is set;
 * an autouse leak check, as for ``tests/dispatcher``: no new file
   descriptor or greenlet (a retry timer's, a re-dispatch's) may outlive a test.
 """
@@ -232,3 +233,33 @@ def leak_check():
             return
         if time.monotonic() > deadline:
             pytest.fail(f"leak: new fds {sorted(new_fds)}, new greenlets {new_greenlets}")
+
+
+@pytest.fixture
+def gated(make_server):
+    """A server that holds every response until ``gate`` is set, then answers ``body``
+    (with trailers when ``chunked``); ``server.requests`` records the requests."""
+
+    def make(body=b"shared body", chunked=False, status="200 OK"):
+        gate = gevent.event.Event()
+
+        def handler(conn):
+            while True:
+                req = conn.read_request()
+                if req is None:
+                    return
+                gate.wait(10)
+                if chunked:
+                    half = len(body) // 2
+                    conn.send(
+                        f"HTTP/1.1 {status}\r\nTransfer-Encoding: chunked\r\nTrailer: x-sum\r\nX-Req: {len(conn.server.requests)}\r\n\r\n".encode()
+                        + b"%x\r\n%s\r\n%x\r\n%s\r\n0\r\nx-sum: 42\r\n\r\n" % (half, body[:half], len(body) - half, body[half:])
+                    )
+                else:
+                    conn.respond(body, status=status, headers=[("X-Req", str(len(conn.server.requests)))])
+
+        server = make_server(handler)
+        server.gate = gate
+        return server
+
+    return make

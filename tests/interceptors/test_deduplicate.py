@@ -13,36 +13,6 @@ from greenhttp.errors import InvalidArgumentError, RequestAbortedError
 from testkit import serve_forever
 
 
-@pytest.fixture
-def gated(make_server):
-    """A server that holds every response until ``gate`` is set, then answers ``body``
-    (with trailers when ``chunked``); ``server.requests`` records the requests."""
-
-    def make(body=b"shared body", chunked=False, status="200 OK"):
-        gate = gevent.event.Event()
-
-        def handler(conn):
-            while True:
-                req = conn.read_request()
-                if req is None:
-                    return
-                gate.wait(10)
-                if chunked:
-                    half = len(body) // 2
-                    conn.send(
-                        f"HTTP/1.1 {status}\r\nTransfer-Encoding: chunked\r\nTrailer: x-sum\r\nX-Req: {len(conn.server.requests)}\r\n\r\n".encode()
-                        + b"%x\r\n%s\r\n%x\r\n%s\r\n0\r\nx-sum: 42\r\n\r\n" % (half, body[:half], len(body) - half, body[half:])
-                    )
-                else:
-                    conn.respond(body, status=status, headers=[("X-Req", str(len(conn.server.requests)))])
-
-        server = make_server(handler)
-        server.gate = gate
-        return server
-
-    return make
-
-
 def wait_for(predicate, timeout=5.0):
     """Yield to gevent until ``predicate()`` holds; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

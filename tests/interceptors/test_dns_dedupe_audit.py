@@ -19,19 +19,9 @@ from greenhttp import interceptors
 from greenhttp.errors import ResponseError
 
 
-def test_fast_slow_and_early_closing_readers_of_one_deduplicated_request(make_server, make_client):
+def test_fast_slow_and_early_closing_readers_of_one_deduplicated_request(gated, make_client):
     body = os.urandom(3_000_000)
-    gate = gevent.event.Event()
-
-    def handler(conn):
-        while True:
-            req = conn.read_request()
-            if req is None:
-                return
-            gate.wait(5)
-            conn.respond(body)
-
-    server = make_server(handler)
+    server = gated(body=body)
     d = make_client(server.origin).compose(interceptors.deduplicate())
     got: dict[str, object] = {}
 
@@ -53,7 +43,7 @@ def test_fast_slow_and_early_closing_readers_of_one_deduplicated_request(make_se
 
     greenlets = [gevent.spawn(fn) for fn in (fast, slow, early)]
     gevent.idle()
-    gate.set()
+    server.gate.set()
     gevent.joinall(greenlets, timeout=10, raise_error=True)
     assert got["fast"] == body and got["slow"] == body and got["early"] == body[:1000]
     assert len(server.requests) == 1
