@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .._api.request import run_with_callback
 from .._core.options import validate_client_options
 from .._core.request import refuse
 from .._core.url import parse_origin
@@ -23,7 +24,6 @@ from ..errors import (
 from .base import Dispatcher, destroy_arguments
 from .client import Client
 from .pool import Pool, check_client_ttl, check_connections, check_factory
-from .pool_base import run_in_background
 
 __all__ = ["Agent"]
 
@@ -234,7 +234,7 @@ class Agent(Dispatcher):
         ``callback``, returns at once and calls ``callback(err, None)``).
         """
         if callback is not None:
-            run_in_background(self.close, callback)
+            run_with_callback(self.close, callback)
             return None
         if self._destroyed:
             if self._closed_cleanly:
@@ -262,7 +262,7 @@ class Agent(Dispatcher):
         """
         err, callback = destroy_arguments(err, callback)
         if callback is not None:
-            run_in_background(lambda: self.destroy(err), callback)
+            run_with_callback(lambda: self.destroy(err), callback)
             return None
         self._closed = self._destroyed = True
         dispatchers = list(self._dispatchers.values()) + list(self._retiring)

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import _debug
+from .._api.request import run_with_callback
 from .._core.options import ClientOptions, validate_client_options
 from .._core.url import Origin, parse_origin
 from .._net.connector import build_connector
-from .._runtime import spawn
 from ..errors import InvalidArgumentError
 from .base import Dispatcher, destroy_arguments
 from .client_core import ClientCore
@@ -155,7 +155,7 @@ class Client(Dispatcher):
         at once and calls ``callback(err, None)`` when done).
         """
         if callback is not None:
-            self._in_background(self.close, callback)
+            run_with_callback(self.close, callback)
             return None
         self._core.close()
         return None
@@ -167,24 +167,10 @@ class Client(Dispatcher):
         """
         err, callback = destroy_arguments(err, callback)
         if callback is not None:
-            self._in_background(lambda: self.destroy(err), callback)
+            run_with_callback(lambda: self.destroy(err), callback)
             return None
         self._core.destroy(err)
         return None
-
-    def _in_background(self, fn: Callable[[], Any], callback: Callable[..., Any]) -> None:
-        if not callable(callback):
-            raise InvalidArgumentError(f"callback must be callable, got {callback!r}")
-
-        def run() -> None:
-            try:
-                value = fn()
-            except Exception as exc:
-                callback(exc, None)
-            else:
-                callback(None, value)
-
-        spawn(run)
 
     def __repr__(self) -> str:
         return f"<greenhttp.Client {self._origin.origin} size={self.size}>"

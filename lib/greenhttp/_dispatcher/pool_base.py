@@ -11,29 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._runtime import spawn
-from ..errors import InvalidArgumentError
+from .._api.request import run_with_callback
 from .base import Dispatcher, destroy_arguments
 from .pool_core import PoolCore
 from .stats import PoolStats
 
-__all__ = ["PoolBase", "run_in_background"]
-
-
-def run_in_background(fn: Callable[[], Any], callback: Callable[..., Any]) -> None:
-    """Run ``fn()`` in a new greenlet and call ``callback(err, value)`` exactly once."""
-    if not callable(callback):
-        raise InvalidArgumentError(f"callback must be callable, got {callback!r}")
-
-    def run() -> None:
-        try:
-            value = fn()
-        except Exception as exc:
-            callback(exc, None)
-        else:
-            callback(None, value)
-
-    spawn(run)
+__all__ = ["PoolBase"]
 
 
 class PoolBase(Dispatcher):
@@ -94,7 +77,7 @@ class PoolBase(Dispatcher):
         pool was destroyed first.
         """
         if callback is not None:
-            run_in_background(self.close, callback)
+            run_with_callback(self.close, callback)
             return None
         self._core.close()
         return None
@@ -107,7 +90,7 @@ class PoolBase(Dispatcher):
         """
         err, callback = destroy_arguments(err, callback)
         if callback is not None:
-            run_in_background(lambda: self.destroy(err), callback)
+            run_with_callback(lambda: self.destroy(err), callback)
             return None
         self._core.destroy(err)
         return None
