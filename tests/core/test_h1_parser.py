@@ -438,6 +438,27 @@ def test_a_cached_head_followed_by_more_than_its_body_takes_the_general_path(emp
     assert [e[0] for e in events] == ["head", "body", "end", "head", "body", "end"]
 
 
+def test_one_parser_tells_a_repeated_head_from_a_new_one_of_the_same_start(empty_head_cache):
+    # The parser compares each read with the last head it took from the cache before
+    # searching for the head's end: reads that only start alike must still parse apart.
+    a = b"HTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 2\r\n\r\nok"
+    b = b"HTTP/1.1 200 OK\r\nX-A: 12\r\nContent-Length: 3\r\n\r\nyes"
+    parse(a)
+    parse(b)  # both heads cached
+    sink = Sink()
+    p = ResponseParser(sink)
+    reads = [[a], [a], [b], [a], [a[:20], a[20:]], [a[:-1], a[-1:]], [a + a]]
+    for pieces in reads:
+        for piece in pieces:
+            p.expect("GET")
+            p.feed(piece)
+    got = [(e[3]["x-a"], e[4]) for e in heads(sink.events)]
+    head_a, head_b = a[: a.index(b"\r\n\r\n") + 4], b[: b.index(b"\r\n\r\n") + 4]
+    assert got == [("1", head_a)] * 2 + [("12", head_b)] + [("1", head_a)] * 5
+    assert [e[1] for e in sink.events if e[0] == "body"] == [b"ok", b"ok", b"yes", b"ok", b"ok", b"o", b"k", b"ok", b"ok"]
+    assert p.idle
+
+
 def test_a_server_whose_heads_never_repeat_barely_touches_the_cache(empty_head_cache):
     sink = Sink()
     p = ResponseParser(sink)

@@ -245,16 +245,21 @@ class ResponseParser:
         :attr:`idle`: True when it ended between messages with nothing buffered."""
         if self._state == _HEAD and not self._buf and data:
             # The common read: exactly one response whose head was seen before.
-            end = data.find(b"\r\n\r\n") + 4
-            if 4 < end <= self.max_header_size:
-                raw = data[:end]
-                hit = self._last_hit if raw == self._last_raw else _head_cache_get(raw)
-                if (
-                    hit is not None
-                    and hit[4] == len(data) - end
-                    and not (self._method_head or self._method_connect)
-                ):
-                    return self._one_response(data, raw, hit)
+            # Starting with the last head's bytes, it has that head (the last head's
+            # first blank line is its end), so the search for the blank line is skipped.
+            last = self._last_raw
+            end = len(last)
+            raw = data[:end]
+            hit: tuple[int, str, dict[str, Any], bool, int] | None = None
+            if end and raw == last:
+                hit = self._last_hit
+            else:
+                end = data.find(b"\r\n\r\n") + 4
+                if 4 < end <= self.max_header_size:
+                    raw = data[:end]
+                    hit = _head_cache_get(raw)
+            if hit is not None and hit[4] == len(data) - end and not (self._method_head or self._method_connect):
+                return self._one_response(data, raw, hit)
         if data:
             buf = self._buf + data if self._buf else data
         else:
