@@ -21,8 +21,15 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core.body import StreamBody
-from .._core.redirect import Hop, RedirectOptions, next_hop, normalize_origin, request_path
-from ..errors import RequestAbortedError
+from .._core.redirect import (
+    Hop,
+    RedirectOptions,
+    next_hop,
+    normalize_origin,
+    redirect_options,
+    request_path,
+)
+from ..errors import InvalidArgumentError, RequestAbortedError
 from .base import DecoratorHandler, SteeringController
 
 __all__ = ["RedirectHandler"]
@@ -32,8 +39,10 @@ class RedirectHandler(SteeringController, DecoratorHandler):
     """Wraps ``handler``; follows redirects of ``opts`` through ``dispatch`` per ``options``.
 
     ``opts`` must no longer hold the redirect options (the interceptor strips
-    them). One instance serves one request and all its hops. Its callbacks
-    never block.
+    them). ``options`` is a dict of the ``redirect()`` interceptor's keywords
+    (validated here, InvalidArgumentError naming the option), None for the
+    defaults (nothing followed), or the interceptor's validated options. One
+    instance serves one request and all its hops. Its callbacks never block.
     """
 
     def __init__(
@@ -41,8 +50,12 @@ class RedirectHandler(SteeringController, DecoratorHandler):
         dispatch: Callable[[dict[str, Any], Any], bool],
         opts: dict[str, Any],
         handler: Any,
-        options: RedirectOptions,
+        options: RedirectOptions | dict[str, Any] | None = None,
     ) -> None:
+        if not isinstance(options, RedirectOptions):
+            if options is not None and not isinstance(options, dict):
+                raise InvalidArgumentError(f"options must be a dict of redirect options, got {options!r}")
+            options = redirect_options(None, options)
         super().__init__(handler)
         self.dispatch = dispatch
         self.opts = opts

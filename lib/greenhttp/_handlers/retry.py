@@ -24,9 +24,15 @@ from typing import Any
 
 from .._core.body import StreamBody
 from .._core.headers import header_pairs
-from .._core.retry import RetryOptions, parse_content_range, retry_delay, should_retry
+from .._core.retry import (
+    RetryOptions,
+    parse_content_range,
+    retry_delay,
+    retry_options,
+    should_retry,
+)
 from .._runtime import GreenletExit, kill, sleep, spawn
-from ..errors import RequestAbortedError, RequestRetryError
+from ..errors import InvalidArgumentError, RequestAbortedError, RequestRetryError
 from .base import SteeringController
 
 __all__ = ["RetryHandler", "RetryController"]
@@ -61,8 +67,10 @@ class RetryHandler(RetryController):
     """Wraps ``handler`` and re-dispatches ``opts`` through ``dispatch`` on retryable failures.
 
     ``opts`` must not hold ``retry_options`` any more (the interceptor strips
-    it); ``options`` are the merged, validated options. One instance serves
-    one request. Not a public constructor to call per se, but exported so
+    it); ``options`` are the retry options: a dict of the ``retry()``
+    interceptor's keywords (validated here, InvalidArgumentError naming the
+    option), None for the defaults, or the interceptor's own merged, validated
+    options. One instance serves one request. Not a public constructor to call per se, but exported so
     custom interceptors and agents can reuse it.
 
     It is also the controller the downstream handler sees (see
@@ -76,8 +84,12 @@ class RetryHandler(RetryController):
         opts: dict[str, Any],
         dispatch: Callable[[dict[str, Any], Any], bool],
         handler: Any,
-        options: RetryOptions,
+        options: RetryOptions | dict[str, Any] | None = None,
     ) -> None:
+        if not isinstance(options, RetryOptions):
+            if options is not None and not isinstance(options, dict):
+                raise InvalidArgumentError(f"options must be a dict of retry options, got {options!r}")
+            options = retry_options(options or {})
         self.opts = opts
         self.dispatch = dispatch
         self.handler = handler

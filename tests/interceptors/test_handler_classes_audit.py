@@ -1,0 +1,123 @@
+"""The public handler classes used directly with ``dispatch()`` (REFERENCE §7.2, §7.3).
+
+``greenhttp.RetryHandler`` and ``greenhttp.RedirectHandler`` are exported for
+custom interceptors and agents; their options are given as a dict of the
+interceptor's keywords (the validated options object is private), validated
+at construction with errors that name the option.
+"""
+
+from __future__ import annotations
+
+import gevent
+import pytest
+
+import greenhttp
+from greenhttp import errors
+
+
+def _flaky(fails: int):
+    """A route answering 503 ``fails`` times, then 200 "ok"."""
+    hits = []
+
+    def route(conn, req):
+        hits.append(req.target)
+        if len(hits) <= fails:
+            conn.respond(b"busy", status="503 Service Unavailable")
+        else:
+            conn.respond(b"ok")
+
+    return route, hits
+
+
+def test_retry_handler_takes_a_dict_of_retry_options(routes, make_client, recorder):
+    route, hits = _flaky(2)
+    server = routes({"/x": route})
+    client = make_client(server.origin)
+    rec = recorder()
+    opts = {"path": "/x", "method": "GET"}
+    handler = greenhttp.RetryHandler(dict(opts), client.dispatch, rec, {"max_retries": 3, "min_timeout": 0.01})
+    client.dispatch(opts, handler)
+    with gevent.Timeout(5):
+        rec.done.wait()
+    assert rec.error is None
+    assert (rec.status, rec.body) == (200, b"ok")
+    assert len(hits) == 3
+
+
+def test_retry_handler_without_options_uses_the_defaults(routes, make_client, recorder):
+    route, hits = _flaky(6)  # more failures than the default max_retries (5) allows
+    server = routes({"/x": route})
+    client = make_client(server.origin)
+    rec = recorder()
+    opts = {"path": "/x", "method": "POST"}  # POST is not among the default methods: no retry
+    client.dispatch(opts, greenhttp.RetryHandler(dict(opts), client.dispatch, rec))
+    with gevent.Timeout(5):
+        rec.done.wait()
+    assert isinstance(rec.error, errors.RequestRetryError)
+    assert rec.error.status_code == 503
+    assert len(hits) == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"max_retries": -1}, "max_retries"),
+        ({"min_timeout": "soon"}, "min_timeout"),
+        ({"bogus": 1}, "bogus"),
+        (3, "options"),
+    ],
+)
+def test_retry_handler_validates_its_options(options, named, make_client, recorder):
+    client = make_client("http://127.0.0.1:1")
+    with pytest.raises(errors.InvalidArgumentError, match=named):
+        greenhttp.RetryHandler({"path": "/", "method": "GET"}, client.dispatch, recorder(), options)
+
+
+def test_redirect_handler_takes_a_dict_of_redirect_options(routes, make_client, recorder):
+    def to_b(conn, req):
+        conn.respond(b"", status="302 Found", headers=[("location", "/b")])
+
+    def at_b(conn, req):
+        conn.respond(b"ok")
+
+    server = routes({"/a": to_b, "/b": at_b})
+    client = make_client(server.origin)
+    rec = recorder()
+    opts = {"origin": server.origin, "path": "/a", "method": "GET"}
+    client.dispatch(opts, greenhttp.RedirectHandler(client.dispatch, opts, rec, {"max_redirections": 2}))
+    with gevent.Timeout(5):
+        rec.done.wait()
+    assert rec.error is None
+    assert (rec.status, rec.body) == (200, b"ok")
+    assert rec.context["history"] == [server.origin + "/a", server.origin + "/b"]
+
+
+def test_redirect_handler_without_options_follows_nothing(routes, make_client, recorder):
+    def to_b(conn, req):
+        conn.respond(b"", status="302 Found", headers=[("location", "/b")])
+
+    server = routes({"/a": to_b})
+    client = make_client(server.origin)
+    rec = recorder()
+    opts = {"origin": server.origin, "path": "/a", "method": "GET"}
+    client.dispatch(opts, greenhttp.RedirectHandler(client.dispatch, opts, rec))
+    with gevent.Timeout(5):
+        rec.done.wait()
+    assert rec.error is None
+    assert rec.status == 302
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"max_redirections": -1}, "max_redirections"),
+        ({"throw_on_max_redirect": "yes"}, "throw_on_max_redirect"),
+        ({"bogus": 1}, "bogus"),
+        (2, "options"),
+    ],
+)
+def test_redirect_handler_validates_its_options(options, named, make_client, recorder):
+    client = make_client("http://127.0.0.1:1")
+    opts = {"path": "/", "method": "GET"}
+    with pytest.raises(errors.InvalidArgumentError, match=named):
+        greenhttp.RedirectHandler(client.dispatch, opts, recorder(), options)
