@@ -68,7 +68,17 @@ class GreenHTTPError(Exception):
         return self.message
 
     def __reduce__(self) -> Any:
-        return (self.__class__, (self.message,))
+        # Every attribute (message, an HTTPParserError's code and data, a
+        # ResponseError's status_code…) as it is: __init__ is not run again.
+        return (_rebuild, (self.__class__, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[GreenHTTPError], state: dict[str, Any]) -> GreenHTTPError:
+    """Unpickle a :class:`GreenHTTPError` from its attributes."""
+    err = cls.__new__(cls)
+    Exception.__init__(err, state.get("message"))
+    err.__dict__.update(state)
+    return err
 
 
 class ConnectTimeoutError(GreenHTTPError, TimeoutError):
