@@ -261,13 +261,14 @@ def _warm_up() -> None:
 
 @pytest.fixture(autouse=True)
 def leak_check(request):
-    """In tests/dispatcher: no new open fd and no new live greenlet after each test.
+    """In tests/dispatcher (and the errors/abort audit): no new open fd and no new live greenlet after each test.
 
     Greenlets are tracked with ``greenlet.settrace`` (every greenlet that runs during the
     test is remembered weakly), which is far cheaper than scanning the heap twice per test;
     new greenlets that never ran are not a leak.
     """
-    if "tests/dispatcher" not in str(request.node.fspath).replace(os.sep, "/"):
+    path = str(request.node.fspath).replace(os.sep, "/")
+    if "tests/dispatcher" not in path and not path.endswith("tests/test_errors_abort_audit.py"):
         yield
         return
     _warm_up()

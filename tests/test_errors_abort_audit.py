@@ -2,6 +2,11 @@
 
 * errors survive pickling whole (docs/errors.md: match on ``code``, "which
   survives serialisation");
+* an abort signal on request/stream/pipeline/upgrade/connect, aborted before
+  the call, while the head is awaited, mid-body and after the end, raises its
+  reason (or the ``AbortError`` DOMException) and leaves the client usable,
+  with no socket or greenlet behind (the leak check of tests/conftest.py runs
+  on this file).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import pickle
 import gevent
 import pytest
 
+import greenhttp
 from greenhttp import errors
 
 
@@ -49,3 +55,171 @@ def test_error_fields_survive_pickling():
         assert vars(again) == vars(err)
         assert (again.code, again.name, str(again), again.args) == (err.code, err.name, str(err), err.args)
     assert pickle.loads(pickle.dumps(cases[0])).status == 404
+
+
+# -- abort signals on every API, in every phase ---------------------------------------------------
+
+
+class Mine(Exception):
+    """An abort reason of the test's own."""
+
+
+def _holding_server(make_server):
+    """``/hold`` never answers; ``/part`` sends a head and half its body, then waits;
+    anything else gets "hello". The connection is kept alive."""
+
+    def handler(conn):
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            if req.target == "/hold":
+                conn.wait_closed()
+                return
+            if req.target == "/part":
+                conn.send(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nhello")
+                conn.wait_closed()
+                return
+            conn.respond(b"hello")
+
+    return make_server(handler)
+
+
+class _Sink:
+    def __init__(self):
+        self.chunks = []
+
+    def write(self, chunk):
+        self.chunks.append(chunk)
+
+
+def _call(api, client, path, signal):
+    """Run ``api`` on ``client`` to the end (the whole body read), with ``signal``."""
+    if api == "request":
+        return client.request(path=path, signal=signal).body.bytes()
+    if api == "stream":
+        return client.stream(path=path, signal=signal, factory=lambda data: _Sink())
+    if api == "pipeline":
+        with client.pipeline(path=path, method="PUT", signal=signal, handler=lambda data: data.body) as duplex:
+            duplex.end(b"x")
+            return duplex.read()
+    if api == "upgrade":
+        return client.upgrade(path=path, signal=signal)
+    return client.connect(path="example.com:443" if path == "/" else path, signal=signal)
+
+
+APIS = ["request", "stream", "pipeline", "upgrade", "connect"]
+REASONS = [Mine("mine"), None]
+
+
+def _check_raised(err, reason):
+    if reason is None:
+        assert isinstance(err, errors.DOMException) and err.name == "AbortError"
+    else:
+        assert err is reason
+
+
+def _still_works(client):
+    with gevent.Timeout(5):
+        assert client.request(path="/").body.bytes() == b"hello"
+
+
+@pytest.mark.parametrize("reason", REASONS, ids=["reason", "default"])
+@pytest.mark.parametrize("api", APIS)
+def test_a_signal_aborted_before_the_call(api, reason, make_server, make_client):
+    server = _holding_server(make_server)
+    client = make_client(server.origin)
+    controller = greenhttp.AbortController()
+    controller.abort(reason)
+    with gevent.Timeout(5), pytest.raises(BaseException) as info:
+        _call(api, client, "/hold", controller.signal)
+    _check_raised(info.value, reason)
+    assert server.accepted == 0  # nothing was sent
+    _still_works(client)
+
+
+@pytest.mark.parametrize("reason", REASONS, ids=["reason", "default"])
+@pytest.mark.parametrize("api", APIS)
+def test_a_signal_aborting_while_the_head_is_awaited(api, reason, make_server, make_client):
+    server = _holding_server(make_server)
+    client = make_client(server.origin)
+    controller = greenhttp.AbortController()
+    timer = gevent.spawn_later(0.05, controller.abort, reason)
+    with gevent.Timeout(5), pytest.raises(BaseException) as info:
+        _call(api, client, "/hold", controller.signal)
+    timer.join()
+    _check_raised(info.value, reason)
+    _still_works(client)
+
+
+@pytest.mark.parametrize("reason", REASONS, ids=["reason", "default"])
+@pytest.mark.parametrize("api", ["request", "stream", "pipeline"])
+def test_a_signal_aborting_mid_body(api, reason, make_server, make_client):
+    server = _holding_server(make_server)
+    client = make_client(server.origin)
+    controller = greenhttp.AbortController()
+    timer = gevent.spawn_later(0.05, controller.abort, reason)
+    with gevent.Timeout(5), pytest.raises(BaseException) as info:
+        _call(api, client, "/part", controller.signal)
+    timer.join()
+    _check_raised(info.value, reason)
+    _still_works(client)
+
+
+@pytest.mark.parametrize("api", ["request", "stream", "pipeline"])
+def test_a_signal_aborting_after_the_end_changes_nothing(api, make_server, make_client):
+    server = _holding_server(make_server)
+    client = make_client(server.origin)
+    controller = greenhttp.AbortController()
+    with gevent.Timeout(5):
+        _call(api, client, "/", controller.signal)
+    controller.abort(Mine("late"))
+    _still_works(client)
+    assert server.accepted == 1  # the connection was kept
+
+
+def test_a_signal_aborting_after_an_upgrade_leaves_the_socket_alone(make_server, make_client):
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: echo\r\n\r\n")
+        conn.send(conn.read_exact(4) or b"")
+        conn.wait_closed()
+
+    client = make_client(make_server(handler).origin)
+    controller = greenhttp.AbortController()
+    with gevent.Timeout(5):
+        data = client.upgrade(path="/", protocol="echo", signal=controller.signal)
+        controller.abort(Mine("late"))
+        data.socket.sendall(b"ping")
+        assert data.socket.recv(4) == b"ping"
+    data.socket.close()
+
+
+def test_one_signal_shared_by_requests_aborts_them_all_and_is_released_by_the_finished(
+    make_server, make_client
+):
+    server = _holding_server(make_server)
+    client = make_client(server.origin, pipelining=1)
+    other = make_client(server.origin)
+    controller = greenhttp.AbortController()
+    with gevent.Timeout(5):
+        for _ in range(3):
+            assert client.request(path="/", signal=controller.signal).body.bytes() == b"hello"
+    assert controller.signal._listeners == []  # finished requests do not hold the signal
+    waiting = [gevent.spawn(_call, "request", c, "/hold", controller.signal) for c in (client, other)]
+    gevent.sleep(0.05)
+    reason = Mine("all")
+    controller.abort(reason)
+    with gevent.Timeout(5):
+        gevent.joinall(waiting)
+    assert [g.exception for g in waiting] == [reason, reason]
+    _still_works(client)
+
+
+def test_abort_signal_timeout_is_in_seconds(make_server, make_client):
+    server = _holding_server(make_server)
+    client = make_client(server.origin)
+    with gevent.Timeout(5), pytest.raises(errors.DOMException) as info:
+        client.request(path="/hold", signal=greenhttp.AbortSignal.timeout(0.05))
+    assert info.value.name == "TimeoutError"
+    _still_works(client)
