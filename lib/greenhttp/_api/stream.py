@@ -141,6 +141,10 @@ class PipelineDuplex:
         except BaseException as exc:
             self._error = exc
             self._ready.set_exception(exc)
+            if self._response is not None:
+                # The handler raised: nobody reads this body, which would hold the
+                # connection (the original aborts the request).
+                self._response.body.close()
             # Nothing reads the body queue any more: free a writer blocked on a full
             # queue (its next write() raises the error).
             while not self._queue.empty():
@@ -171,10 +175,23 @@ class PipelineDuplex:
     def _next(self) -> bytes:
         self._ready.get()
         assert self._source is not None
-        for chunk in self._source:
-            if chunk:
-                return bytes(chunk)
+        try:
+            for chunk in self._source:
+                if chunk:
+                    return bytes(chunk)
+        except Exception:  # not a gevent.Timeout around read(): reading may go on after it
+            self._release()
+            raise
+        self._release()
         return b""
+
+    def _release(self) -> None:
+        """The handler's readable ended or failed: the response body is done with. One
+        the readable left unread would hold the connection: it is closed (the request
+        aborted), as the original destroys the response with its duplex."""
+        resp = self._response
+        if resp is not None:
+            resp.body.close()
 
     def read(self, n: int = -1) -> bytes:
         """Up to ``n`` bytes of the response (all with ``n < 0``); ``b""`` at the end. Blocks."""

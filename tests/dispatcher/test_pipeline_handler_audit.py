@@ -1,0 +1,44 @@
+"""A ``pipeline()`` whose handler, or the readable it returned, fails or leaves the
+response body unread must not hold the connection (REFERENCE §1.6: the original
+destroys the response with its duplex, and aborts the request when the handler
+throws). The client's next request has to get through on the same connection
+slot (``pipelining=1``)."""
+
+from __future__ import annotations
+
+import gevent
+import pytest
+
+from testkit import serve_forever
+
+BIG = b"x" * 200_000  # more than the body's high-water mark: unread, it pauses the connection
+
+
+def _raises(data):
+    raise KeyError("handler")
+
+
+def _readable_raises(data):
+    for chunk in data.body:
+        yield chunk
+        raise KeyError("readable")
+
+
+def _ignores_body(data):
+    return [b"fixed"]
+
+
+@pytest.mark.parametrize("handler", [_raises, _readable_raises, _ignores_body])
+def test_a_pipeline_handler_that_leaves_the_body_unread_frees_the_connection(
+    handler, make_server, make_client
+):
+    client = make_client(make_server(serve_forever(body=BIG)).origin)
+    duplex = client.pipeline(path="/", handler=handler)
+    duplex.end()
+    with gevent.Timeout(5):
+        try:
+            out = duplex.read()
+        except KeyError:
+            out = None
+        assert out in (None, b"fixed")
+        assert client.request(path="/").body.bytes() == BIG
