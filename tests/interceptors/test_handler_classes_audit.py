@@ -121,3 +121,42 @@ def test_redirect_handler_validates_its_options(options, named, make_client, rec
     opts = {"path": "/", "method": "GET"}
     with pytest.raises(errors.InvalidArgumentError, match=named):
         greenhttp.RedirectHandler(client.dispatch, opts, recorder(), options)
+
+
+def _chunks():
+    yield b"abc"
+    yield b"def"
+
+
+def test_retry_handler_never_resends_a_stream_given_as_it_is(routes, make_client, recorder):
+    # The caller dispatched the generator itself: its first send read it, and a
+    # second send would go out empty. The failure is delivered instead.
+    route, hits = _flaky(1)
+    server = routes({"/x": route})
+    client = make_client(server.origin)
+    rec = recorder()
+    opts = {"path": "/x", "method": "PUT", "body": _chunks()}
+    client.dispatch(opts, greenhttp.RetryHandler(dict(opts), client.dispatch, rec, {"min_timeout": 0.01}))
+    with gevent.Timeout(5):
+        rec.done.wait()
+    assert isinstance(rec.error, errors.RequestRetryError)
+    assert [r.body for r in server.requests] == [b"abcdef"]
+
+
+def test_redirect_handler_never_resends_a_stream_given_as_it_is(routes, make_client, recorder):
+    def to_b(conn, req):
+        conn.respond(b"", status="307 Temporary Redirect", headers=[("location", "/b")])
+
+    def at_b(conn, req):
+        conn.respond(b"ok")
+
+    server = routes({"/a": to_b, "/b": at_b})
+    client = make_client(server.origin)
+    rec = recorder()
+    opts = {"origin": server.origin, "path": "/a", "method": "PUT", "body": _chunks()}
+    client.dispatch(opts, greenhttp.RedirectHandler(client.dispatch, opts, rec, {"max_redirections": 2}))
+    with gevent.Timeout(5):
+        rec.done.wait()
+    assert rec.error is None
+    assert rec.status == 307  # returned, as a redirect whose body can't be sent again is
+    assert [(r.target, r.body) for r in server.requests] == [("/a", b"abcdef")]

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import InvalidArgumentError
 from .blob import Blob
 
-__all__ = ["StreamBody", "normalize_body", "to_bytes_chunk"]
+__all__ = ["StreamBody", "normalize_body", "replayable", "to_bytes_chunk"]
 
 _READ_SIZE = 65536
 
@@ -48,6 +48,15 @@ class StreamBody:
                 close()
             except Exception:
                 pass
+
+
+def replayable(body: Any) -> bool:
+    """Whether ``body`` (a request option) can be sent again: none, bytes-like, or a
+    :class:`StreamBody` not read yet. A stream given as it is (a generator, a file)
+    may have been read by an earlier send that nothing here saw: it is not."""
+    if isinstance(body, StreamBody):
+        return not body.used
+    return body is None or isinstance(body, (bytes, str, bytearray, memoryview, Blob))
 
 
 def to_bytes_chunk(chunk: Any) -> bytes:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._core.body import StreamBody
+from .._core.body import replayable
 from .._core.redirect import (
     Hop,
     RedirectOptions,
@@ -108,9 +108,9 @@ class RedirectHandler(SteeringController, DecoratorHandler):
             super().on_response_start(controller, status_code, headers, status_message)
             return
         self.history.append(self._url())
-        body = self.opts.get("body")
-        replayable = not (isinstance(body, StreamBody) and body.used)
-        decision = next_hop(status_code, headers, self.opts, self.options, self.history, replayable)
+        decision = next_hop(
+            status_code, headers, self.opts, self.options, self.history, replayable(self.opts.get("body"))
+        )
         if decision is None:
             super().on_response_start(controller, status_code, headers, status_message)
         elif isinstance(decision, Hop):

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .._core.body import StreamBody
+from .._core.body import replayable
 from .._core.headers import header_pairs
 from .._core.retry import (
     RetryOptions,
@@ -301,8 +301,7 @@ class RetryHandler(RetryController):
         decided(None, True)
 
     def _replayable(self) -> bool:
-        body = self.opts.get("body")
-        return not (isinstance(body, StreamBody) and body.used)
+        return replayable(self.opts.get("body"))
 
     def _retry_or_fail(self, err: BaseException) -> None:
         """Ask the policy; on "retry" re-dispatch after its wait, else deliver the error."""
