@@ -6,7 +6,9 @@
   the call, while the head is awaited, mid-body and after the end, raises its
   reason (or the ``AbortError`` DOMException) and leaves the client usable,
   with no socket or greenlet behind (the leak check of tests/conftest.py runs
-  on this file).
+  on this file);
+* the reason of a signal reused after it aborted is raised again and again
+  without its traceback growing.
 """
 
 from __future__ import annotations
@@ -223,3 +225,59 @@ def test_abort_signal_timeout_is_in_seconds(make_server, make_client):
         client.request(path="/hold", signal=greenhttp.AbortSignal.timeout(0.05))
     assert info.value.name == "TimeoutError"
     _still_works(client)
+
+
+def _traceback_depth(err: BaseException) -> int:
+    depth, tb = 0, err.__traceback__
+    while tb is not None:
+        depth, tb = depth + 1, tb.tb_next
+    return depth
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_signal_reused_after_it_aborted_does_not_grow_its_reasons_traceback(api, make_server, make_client):
+    # Every request raises the same reason object; each raise must not add its frames
+    # to what the earlier ones left, or a long-lived aborted signal keeps every frame
+    # of every request it failed (their clients, handlers, bodies) alive.
+    server = _holding_server(make_server)
+    client = make_client(server.origin)
+    controller = greenhttp.AbortController()
+    reason = Mine("shut down")
+    controller.abort(reason)
+    depths = []
+    for _ in range(10):
+        with gevent.Timeout(5), pytest.raises(Mine):
+            _call(api, client, "/hold", controller.signal)
+        depths.append(_traceback_depth(reason))
+    assert depths[-1] == depths[1]
+
+
+def test_throw_if_aborted_does_not_grow_the_reasons_traceback():
+    def fail():
+        raise Mine("original")
+
+    try:
+        fail()
+    except Mine as exc:
+        signal = greenhttp.AbortSignal.abort(exc)
+    original = _traceback_depth(signal.reason)
+    for _ in range(10):
+        with pytest.raises(Mine) as info:
+            signal.throw_if_aborted()
+        assert info.value is signal.reason
+    # The traceback it had when it aborted, plus the frames of the last raise only.
+    assert original < _traceback_depth(signal.reason) <= original + 3
+
+
+def test_body_dump_with_a_reused_aborted_signal_does_not_grow_the_reasons_traceback(make_server, make_client):
+    client = make_client(_holding_server(make_server).origin)
+    signal = greenhttp.AbortSignal.abort(Mine("stop"))
+    depths = []
+    for _ in range(5):
+        with gevent.Timeout(5):
+            response = client.request(path="/part")
+        with pytest.raises(Mine):
+            response.body.dump(signal=signal)
+        response.body.close()
+        depths.append(_traceback_depth(signal.reason))
+    assert depths[-1] == depths[0]

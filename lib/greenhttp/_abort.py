@@ -20,11 +20,12 @@ __all__ = ["AbortController", "AbortSignal"]
 class AbortSignal:
     """Tells whether an operation was aborted, and why. Made by :class:`AbortController`."""
 
-    __slots__ = ("_aborted", "_reason", "_listeners", "onabort", "_timer")
+    __slots__ = ("_aborted", "_reason", "_reason_tb", "_listeners", "onabort", "_timer")
 
     def __init__(self) -> None:
         self._aborted = False
         self._reason: Any = None
+        self._reason_tb: Any = None  # the reason's traceback when the signal aborted
         self._listeners: list[tuple[Callable[[Any], Any], bool]] = []
         self.onabort: Callable[[Any], Any] | None = None
         self._timer: Any = None
@@ -44,8 +45,15 @@ class AbortSignal:
         if self._aborted:
             reason = self._reason
             if isinstance(reason, BaseException):
-                raise reason
+                raise self._raisable()
             raise AbortError(str(reason))
+
+    def _raisable(self) -> Any:
+        """The reason, to raise once more: with the traceback it had when the signal
+        aborted. Each raise of one object adds its frames to its traceback; without
+        this, a signal reused after it aborted would grow it (and keep every frame
+        alive) without end."""
+        return self._reason.with_traceback(self._reason_tb)
 
     def add_event_listener(self, type: str, listener: Callable[[Any], Any], once: bool = False) -> None:
         """Call ``listener(event)`` when aborted (only the ``"abort"`` type exists)."""
@@ -67,6 +75,7 @@ class AbortSignal:
             return
         self._aborted = True
         self._reason = reason if reason is not None else DOMException("This operation was aborted", "AbortError")
+        self._reason_tb = getattr(self._reason, "__traceback__", None)
         if self._timer is not None:
             self._timer.close()
             self._timer = None

@@ -266,7 +266,7 @@ class BodyReadable:
             if not hasattr(signal, "aborted"):
                 raise InvalidArgumentError("signal must be an AbortSignal")
             if signal.aborted:
-                raise signal.reason if isinstance(signal.reason, BaseException) else AbortError()
+                raise _dump_reason(signal)
         if self._ended or self._closed:
             self._chunks.clear()
             self._size = 0
@@ -293,7 +293,7 @@ class BodyReadable:
             while not self._ended and not self._closed:
                 if signal is not None and signal.aborted:
                     self.close()
-                    raise signal.reason if isinstance(signal.reason, BaseException) else AbortError()
+                    raise _dump_reason(signal)
                 self._wait()
         finally:
             if unbind is not None:
@@ -330,3 +330,14 @@ class BodyReadable:
     def __repr__(self) -> str:
         state = "ended" if self._ended else "open"
         return f"<BodyReadable {state} buffered={self._size}>"
+
+
+def _dump_reason(signal: Any) -> BaseException:
+    """What ``dump(signal=...)`` raises for an aborted ``signal``: its reason (with the
+    traceback it had when the signal aborted, see ``AbortSignal._raisable``), or
+    :class:`AbortError` when the reason is not an exception."""
+    reason = signal.reason
+    if not isinstance(reason, BaseException):
+        return AbortError()
+    raisable = getattr(signal, "_raisable", None)
+    return raisable() if raisable is not None else reason

@@ -59,7 +59,10 @@ def bind_signal(signal: Any, abort: Callable[[Any], None]) -> Callable[[], None]
 
 def _reason(signal: Any) -> BaseException:
     reason = getattr(signal, "reason", None)
-    return reason if isinstance(reason, BaseException) else RequestAbortedError()
+    if not isinstance(reason, BaseException):
+        return RequestAbortedError()
+    raisable = getattr(signal, "_raisable", None)  # an AbortSignal: see there
+    return raisable() if raisable is not None else reason
 
 
 class RequestHandler(Parker):
