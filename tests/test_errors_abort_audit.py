@@ -281,3 +281,29 @@ def test_body_dump_with_a_reused_aborted_signal_does_not_grow_the_reasons_traceb
         response.body.close()
         depths.append(_traceback_depth(signal.reason))
     assert depths[-1] == depths[0]
+
+
+# -- which error each failure mode gives ------------------------------------------------------------
+
+
+class _Refused:
+    def __init__(self):
+        self.errors = []
+
+    def on_response_error(self, controller, err):
+        self.errors.append((controller, err))
+
+
+@pytest.mark.parametrize("kind", ["Client", "Pool", "Agent"])
+@pytest.mark.parametrize("options", [None, "/", [("path", "/")]], ids=["none", "str", "list"])
+def test_dispatch_options_that_are_not_a_dict_are_an_invalid_argument(kind, options):
+    dispatcher = greenhttp.Agent() if kind == "Agent" else getattr(greenhttp, kind)("http://127.0.0.1:1")
+    try:
+        handler = _Refused()
+        dispatcher.dispatch(options, handler)
+        [(controller, err)] = handler.errors
+        assert controller is None
+        assert isinstance(err, errors.InvalidArgumentError) and "options must be a dict" in str(err)
+    finally:
+        with gevent.Timeout(5):
+            dispatcher.destroy()

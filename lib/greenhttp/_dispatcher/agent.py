@@ -123,9 +123,9 @@ class Agent(Dispatcher):
         (no ``origin``, :class:`MaxOriginsReachedError`, a closed agent) are
         delivered through ``handler.on_response_error(None, err)``.
         """
-        origin = options.get("origin")
-        key = origin if options.get("allow_h2") is not False else (origin, _H1_ONLY)
         try:
+            origin = options.get("origin")
+            key = origin if options.get("allow_h2") is not False else (origin, _H1_ONLY)
             if self._closed:
                 raise ClientDestroyedError() if self._destroyed else ClientClosedError()
             try:
@@ -133,7 +133,10 @@ class Agent(Dispatcher):
             except (KeyError, TypeError):
                 dispatcher = self._route(origin, key, options.get("allow_h2") is False)
         except Exception as exc:
-            refuse(handler, exc)
+            err: BaseException = exc
+            if not isinstance(options, dict):  # as a Client says it
+                err = InvalidArgumentError(f"options must be a dict, got {type(options).__name__}")
+            refuse(handler, err)
             return False
         return dispatcher.dispatch(options, handler)
 
