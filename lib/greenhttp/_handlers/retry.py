@@ -70,8 +70,8 @@ class RetryHandler(RetryController):
     it); ``options`` are the retry options: a dict of the ``retry()``
     interceptor's keywords (validated here, InvalidArgumentError naming the
     option), None for the defaults, or the interceptor's own merged, validated
-    options. One instance serves one request. Not a public constructor to call per se, but exported so
-    custom interceptors and agents can reuse it.
+    options. One instance serves one request. Not a public constructor to
+    call per se, but exported so custom interceptors and agents can reuse it.
 
     It is also the controller the downstream handler sees (see
     :class:`RetryController`). Once a terminal callback went downstream it
