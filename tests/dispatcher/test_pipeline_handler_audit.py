@@ -9,6 +9,7 @@ from __future__ import annotations
 import gevent
 import pytest
 
+import greenhttp
 from testkit import serve_forever
 
 BIG = b"x" * 200_000  # more than the body's high-water mark: unread, it pauses the connection
@@ -42,3 +43,34 @@ def test_a_pipeline_handler_that_leaves_the_body_unread_frees_the_connection(
             out = None
         assert out in (None, b"fixed")
         assert client.request(path="/").body.bytes() == BIG
+
+
+def test_a_write_after_the_request_failed_mid_response_raises_its_error(make_server, make_client):
+    # The server answers at once and then stalls: the request body backs up, and the
+    # signal aborts the request mid-response. A writer must learn it (the original's
+    # duplex is destroyed, and a write to it fails), not have every write dropped.
+    def handler(conn):
+        conn.read_until(b"\r\n\r\n")
+        conn.send(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nhello")
+        conn.wait_closed()
+
+    client = make_client(make_server(handler).origin)
+    controller = greenhttp.AbortController()
+    duplex = client.pipeline(path="/", method="PUT", signal=controller.signal, handler=lambda data: data.body)
+    reason = KeyError("stop")
+
+    def writer():
+        while True:
+            duplex.write(b"x" * 65536)
+            gevent.sleep(0)
+
+    with gevent.Timeout(5):
+        assert duplex.read(5) == b"hello"
+        writing = gevent.spawn(writer)
+        gevent.sleep(0.05)
+        controller.abort(reason)
+        writing.join()
+        assert writing.exception is reason
+        with pytest.raises(KeyError):
+            duplex.read()
+    duplex.close()

@@ -157,6 +157,11 @@ class PipelineDuplex:
             raise InvalidArgumentError("write after end")
         if self._error is not None:
             raise self._error
+        resp = self._response
+        if resp is not None and resp.body._error is not None:
+            # The request failed after its head came (aborted, the connection lost):
+            # the original's duplex is destroyed then, and a write to it fails.
+            raise resp.body._error
         if self._body_gone:
             return
         if isinstance(data, str):
