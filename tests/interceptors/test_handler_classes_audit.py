@@ -160,3 +160,17 @@ def test_redirect_handler_never_resends_a_stream_given_as_it_is(routes, make_cli
     assert rec.error is None
     assert rec.status == 307  # returned, as a redirect whose body can't be sent again is
     assert [(r.target, r.body) for r in server.requests] == [("/a", b"abcdef")]
+
+
+def test_retry_handler_resends_a_list_of_chunks(routes, make_client, recorder):
+    # A list is iterated afresh by each send: it can be sent again whole.
+    route, hits = _flaky(1)
+    server = routes({"/x": route})
+    client = make_client(server.origin)
+    rec = recorder()
+    opts = {"path": "/x", "method": "PUT", "body": [b"abc", b"def"]}
+    client.dispatch(opts, greenhttp.RetryHandler(dict(opts), client.dispatch, rec, {"min_timeout": 0.01}))
+    with gevent.Timeout(5):
+        rec.done.wait()
+    assert (rec.error, rec.status) == (None, 200)
+    assert [r.body for r in server.requests] == [b"abcdef", b"abcdef"]

@@ -51,12 +51,13 @@ class StreamBody:
 
 
 def replayable(body: Any) -> bool:
-    """Whether ``body`` (a request option) can be sent again: none, bytes-like, or a
-    :class:`StreamBody` not read yet. A stream given as it is (a generator, a file)
-    may have been read by an earlier send that nothing here saw: it is not."""
+    """Whether ``body`` (a request option) can be sent again: none, bytes-like, a list
+    or tuple of chunks (each send iterates it afresh), or a :class:`StreamBody` not
+    read yet. A stream given as it is (a generator, a file) may have been read by an
+    earlier send that nothing here saw: it is not."""
     if isinstance(body, StreamBody):
         return not body.used
-    return body is None or isinstance(body, (bytes, str, bytearray, memoryview, Blob))
+    return body is None or isinstance(body, (bytes, str, bytearray, memoryview, Blob, list, tuple))
 
 
 def to_bytes_chunk(chunk: Any) -> bytes:
