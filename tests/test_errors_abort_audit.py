@@ -68,7 +68,8 @@ class Mine(Exception):
 
 def _holding_server(make_server):
     """``/hold`` never answers; ``/part`` sends a head and half its body, then waits;
-    anything else gets "hello". The connection is kept alive."""
+    anything else gets "hello". The connection is kept alive. ``server.held`` counts
+    the ``/hold`` requests received."""
 
     def handler(conn):
         while True:
@@ -76,6 +77,7 @@ def _holding_server(make_server):
             if req is None:
                 return
             if req.target == "/hold":
+                server.held.append(req)
                 conn.wait_closed()
                 return
             if req.target == "/part":
@@ -84,7 +86,9 @@ def _holding_server(make_server):
                 return
             conn.respond(b"hello")
 
-    return make_server(handler)
+    server = make_server(handler)
+    server.held = []
+    return server
 
 
 class _Sink:
@@ -209,7 +213,9 @@ def test_one_signal_shared_by_requests_aborts_them_all_and_is_released_by_the_fi
             assert client.request(path="/", signal=controller.signal).body.bytes() == b"hello"
     assert controller.signal._listeners == []  # finished requests do not hold the signal
     waiting = [gevent.spawn(_call, "request", c, "/hold", controller.signal) for c in (client, other)]
-    gevent.sleep(0.05)
+    with gevent.Timeout(5):
+        while len(server.held) < 2:  # both requests are at the server, awaiting their heads
+            gevent.sleep(0.001)
     reason = Mine("all")
     controller.abort(reason)
     with gevent.Timeout(5):

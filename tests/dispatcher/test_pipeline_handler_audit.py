@@ -7,6 +7,7 @@ slot (``pipelining=1``)."""
 from __future__ import annotations
 
 import gevent
+import gevent.event
 import pytest
 
 import greenhttp
@@ -59,15 +60,18 @@ def test_a_write_after_the_request_failed_mid_response_raises_its_error(make_ser
     duplex = client.pipeline(path="/", method="PUT", signal=controller.signal, handler=lambda data: data.body)
     reason = KeyError("stop")
 
+    wrote = gevent.event.Event()
+
     def writer():
         while True:
             duplex.write(b"x" * 65536)
+            wrote.set()
             gevent.sleep(0)
 
     with gevent.Timeout(5):
         assert duplex.read(5) == b"hello"
         writing = gevent.spawn(writer)
-        gevent.sleep(0.05)
+        wrote.wait()  # the writer is at work
         controller.abort(reason)
         writing.join()
         assert writing.exception is reason

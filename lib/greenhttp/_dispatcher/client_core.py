@@ -155,7 +155,9 @@ class ClientCore:
         self._resume()
 
     # -- dispatch -------------------------------------------------------------------
-    def dispatch(self, options: dict[str, Any], handler: Any) -> bool:
+    # (options: Any, not dict: compiled, an annotation is a check, and a non-dict must
+    # reach the handler as the request record's InvalidArgumentError, not a TypeError.)
+    def dispatch(self, options: Any, handler: Any) -> bool:
         """Queue a request; never blocks. Returns False when busy (wait for ``drain``).
 
         Errors are delivered through ``handler.on_response_error(None, err)``,

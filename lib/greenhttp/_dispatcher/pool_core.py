@@ -95,7 +95,7 @@ class PoolCore:
         self._members: list[Member] = []
         self._room = True  # what _has_room() says, kept current as members come and go
         self._free: list[Member] = []  # a stack; may hold retired members (skipped lazily)
-        self._queue: deque[tuple[dict[str, Any], Any]] = deque()
+        self._queue: deque[tuple[Any, Any]] = deque()
         self._retiring: list[Any] = []  # dispatchers that left the pool and are closing
         self._need_drain = False
         self._closed = False
@@ -140,7 +140,9 @@ class PoolCore:
         return PoolStats(connected, free, pending + queued, queued, running, size + queued)
 
     # -- dispatch ------------------------------------------------------------------------
-    def dispatch(self, options: dict[str, Any], handler: Any) -> bool:
+    # (options: Any, not dict: compiled, an annotation is a check, and a non-dict must
+    # reach the handler as the request record's InvalidArgumentError, not a TypeError.)
+    def dispatch(self, options: Any, handler: Any) -> bool:
         """``Pool.dispatch``: hand the request to a free member, or queue it; never blocks."""
         if self._closed:
             refuse(handler, ClientDestroyedError() if self._destroyed else ClientClosedError())
