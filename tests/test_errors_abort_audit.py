@@ -68,8 +68,8 @@ class Mine(Exception):
 
 def _holding_server(make_server):
     """``/hold`` never answers; ``/part`` sends a head and half its body, then waits;
-    anything else gets "hello". The connection is kept alive. ``server.held`` counts
-    the ``/hold`` requests received."""
+    anything else gets "hello". The connection is kept alive. ``server.held`` and
+    ``server.parted`` count the ``/hold`` and the answered ``/part`` requests."""
 
     def handler(conn):
         while True:
@@ -82,12 +82,14 @@ def _holding_server(make_server):
                 return
             if req.target == "/part":
                 conn.send(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nhello")
+                server.parted.append(req)
                 conn.wait_closed()
                 return
             conn.respond(b"hello")
 
     server = make_server(handler)
     server.held = []
+    server.parted = []
     return server
 
 
@@ -144,17 +146,27 @@ def test_a_signal_aborted_before_the_call(api, reason, make_server, make_client)
     _still_works(client)
 
 
+def _abort_once_served(api, path, reason, server, client):
+    """Call ``api`` on ``path``; abort its signal once the server has the request
+    (``/hold``) or has sent half the body (``/part``); return what the call raised."""
+    served = server.held if path == "/hold" else server.parted
+    controller = greenhttp.AbortController()
+    call = gevent.spawn(_call, api, client, path, controller.signal)
+    with gevent.Timeout(5):
+        while not served:
+            gevent.sleep(0.001)
+        controller.abort(reason)
+        call.join()
+    assert call.exception is not None
+    return call.exception
+
+
 @pytest.mark.parametrize("reason", REASONS, ids=["reason", "default"])
 @pytest.mark.parametrize("api", APIS)
 def test_a_signal_aborting_while_the_head_is_awaited(api, reason, make_server, make_client):
     server = _holding_server(make_server)
     client = make_client(server.origin)
-    controller = greenhttp.AbortController()
-    timer = gevent.spawn_later(0.05, controller.abort, reason)
-    with gevent.Timeout(5), pytest.raises(BaseException) as info:
-        _call(api, client, "/hold", controller.signal)
-    timer.join()
-    _check_raised(info.value, reason)
+    _check_raised(_abort_once_served(api, "/hold", reason, server, client), reason)
     _still_works(client)
 
 
@@ -163,12 +175,7 @@ def test_a_signal_aborting_while_the_head_is_awaited(api, reason, make_server, m
 def test_a_signal_aborting_mid_body(api, reason, make_server, make_client):
     server = _holding_server(make_server)
     client = make_client(server.origin)
-    controller = greenhttp.AbortController()
-    timer = gevent.spawn_later(0.05, controller.abort, reason)
-    with gevent.Timeout(5), pytest.raises(BaseException) as info:
-        _call(api, client, "/part", controller.signal)
-    timer.join()
-    _check_raised(info.value, reason)
+    _check_raised(_abort_once_served(api, "/part", reason, server, client), reason)
     _still_works(client)
 
 
