@@ -141,10 +141,7 @@ class PipelineDuplex:
         except BaseException as exc:
             self._error = exc
             self._ready.set_exception(exc)
-            if self._response is not None:
-                # The handler raised: nobody reads this body, which would hold the
-                # connection (the original aborts the request).
-                self._response.body.close()
+            self._release()  # the handler raised: nobody reads the body
             # Nothing reads the body queue any more: free a writer blocked on a full
             # queue (its next write() raises the error).
             while not self._queue.empty():
