@@ -370,6 +370,26 @@ def test_head_with_reset_false_keeps_the_connection(make_server, make_client):
     assert server.requests[0].header("connection") == "keep-alive"
 
 
+@pytest.mark.parametrize("reset_first", [True, False], ids=["reset-then-headers", "headers-then-reset"])
+def test_a_connection_close_header_resets_even_with_reset_false(make_server, make_client, reset_first):
+    # As the original: the header sets reset after reset= is read, so it wins in
+    # either keyword order, and the next request needs a new connection.
+    def handler(conn):
+        while (req := conn.read_request()) is not None:
+            conn.respond(req.target.encode())
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    close = {"connection": "close"}
+    options = {"reset": False, "headers": close} if reset_first else {"headers": close, "reset": False}
+    assert client.request(path="/1", **options).body.bytes() == b"/1"
+    assert server.conns[0].eof.wait(2)  # we closed it after the response
+    assert client.request(path="/2").body.bytes() == b"/2"
+    assert server.accepted == 2
+    assert server.requests[0].header("connection") == "close"
+    assert server.requests[1].header("connection") == "keep-alive"
+
+
 def test_interim_1xx_go_to_on_info(make_server, make_client):
     def handler(conn):
         conn.read_request()

@@ -59,6 +59,17 @@ _LENGTH_UNCHECKED: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "CONNEC
 _REFUSED_HEADERS: Final = frozenset({"transfer-encoding", "keep-alive", "upgrade"})
 
 
+# What a handler can never be (the original's "typeof handler !== 'object'").
+_NOT_HANDLERS: Final = frozenset((str, bytes, bytearray, int, float, bool))
+
+
+def check_handler(handler: Any) -> None:
+    """Raise :class:`InvalidArgumentError` at once for what cannot be a handler
+    (``None``, a string, a number): there is nobody to report anything to."""
+    if handler is None or type(handler) in _NOT_HANDLERS:
+        raise InvalidArgumentError(f"handler must be an object, got {handler!r}")
+
+
 def refuse(handler: Any, err: BaseException) -> None:
     """Fail a request no connection took: ``handler.on_response_error(None, err)``,
     as the spec has it, or raise ``err`` from a handler without that method."""
@@ -179,7 +190,7 @@ class Request:
     reason: BaseException | None = None
     raw_trailers: list[bytes] | None = None
     _blob_type: str | None = None  # the media type a Blob body brings
-    _reset_given = False  # reset= was passed explicitly
+    _close_header = False  # a "connection: close" header was given
     goaway_replayed = False  # moved to a new connection once after a GOAWAY (h2_driver)
 
     def __init__(self, options: Any, handler: Any) -> None:
@@ -294,9 +305,9 @@ class Request:
         self.special = True
         if not isinstance(value, bool):
             raise InvalidArgumentError(f"invalid reset: {value!r}")
-        # An explicit reset wins over a "connection: close" header either way.
-        self.reset = value
-        self._reset_given = True
+        # A "connection: close" header resets the socket whatever reset= says, given
+        # before or after it (REFERENCE.md: the header sets reset once reset= is read).
+        self.reset = True if self._close_header else value
 
     def _set_expect_continue(self, value: Any) -> None:
         self.special = True
@@ -335,9 +346,10 @@ class Request:
         if content_type is not None:
             self.content_type = content_type
         # A "connection: close" header asks for the socket to close after this response.
-        if close_requested and not self._reset_given:
+        if close_requested:
             self.reset = True
             self.special = True
+            self._close_header = True
 
     def _set_body(self, value: Any) -> None:
         self.special = True
@@ -602,8 +614,8 @@ def _header_rules(pairs: list[tuple[str, str]]) -> _HeaderSet:
     return HeaderList(out), close_requested, host, length, content_type
 
 
-# Option name -> setter. "reset" comes before "headers" in effect: _set_headers
-# looks at whether reset was given explicitly.
+# Option name -> setter. The caller's keyword order applies them; the one pair whose
+# order could matter, "reset" and "headers", gives the same result either way.
 _OPTION_SETTERS: Final[dict[str, Callable[[Request, Any], None]]] = {
     "idempotent": Request._set_idempotent,
     "blocking": Request._set_blocking,
