@@ -320,3 +320,22 @@ def test_dispatch_options_that_are_not_a_dict_are_an_invalid_argument(kind, opti
     finally:
         with gevent.Timeout(5):
             dispatcher.destroy()
+
+
+@pytest.mark.parametrize("kind", ["Client", "Pool", "Agent", "composed"])
+@pytest.mark.parametrize("handler", [None, "handler", 1, b"x"], ids=["none", "str", "int", "bytes"])
+def test_dispatch_without_a_handler_object_raises_and_sends_nothing(make_server, kind, handler):
+    # As the original's "handler must be an object": nobody could be told of an error.
+    server = make_server(lambda conn: conn.respond(b"unexpected"))
+    if kind == "Agent":
+        dispatcher = greenhttp.Agent()
+    else:
+        dispatcher = getattr(greenhttp, "Client" if kind == "composed" else kind)(server.origin)
+    target = dispatcher.compose(lambda dispatch: dispatch) if kind == "composed" else dispatcher
+    try:
+        with pytest.raises(errors.InvalidArgumentError, match="handler must be an object"):
+            target.dispatch({"origin": server.origin, "path": "/", "method": "GET"}, handler)
+        assert server.accepted == 0 and server.requests == []
+    finally:
+        with gevent.Timeout(5):
+            dispatcher.destroy()

@@ -13,7 +13,7 @@ from typing import Any
 
 from .._api.request import run_with_callback
 from .._core.options import validate_client_options
-from .._core.request import refuse
+from .._core.request import check_handler, refuse
 from .._core.url import parse_origin
 from ..errors import (
     ClientClosedError,
@@ -123,6 +123,7 @@ class Agent(Dispatcher):
         (no ``origin``, :class:`MaxOriginsReachedError`, a closed agent) are
         delivered through ``handler.on_response_error(None, err)``.
         """
+        check_handler(handler)
         try:
             origin = options.get("origin")
             key = origin if options.get("allow_h2") is not False else (origin, _H1_ONLY)

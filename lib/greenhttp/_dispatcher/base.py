@@ -23,6 +23,7 @@ from .._api.stream import (
 )
 from .._api.upgrade import ConnectData, UpgradeData, connect, upgrade
 from .._core.option_types import PipelineOptions, RequestOptions, Unpack, UpgradeOptions, URLLike
+from .._core.request import check_handler
 from .._emitter import EventEmitter
 from ..errors import InvalidArgumentError
 from .compose import compose_dispatch
@@ -53,7 +54,10 @@ class Dispatcher(EventEmitter):
         """Start a request described by ``options``, reporting to ``handler``. Never blocks.
 
         Returns False when the dispatcher is busy (the request is still
-        accepted; wait for ``drain`` before sending more).
+        accepted; wait for ``drain`` before sending more). A ``handler`` that
+        cannot be one (``None``, a string, a number) raises
+        :class:`InvalidArgumentError`; every other error goes to
+        ``handler.on_response_error``.
         """
         raise NotImplementedError
 
@@ -280,6 +284,7 @@ class ComposedDispatcher(Dispatcher):
         self._default_origin = origin if isinstance(origin, str) else None
 
     def dispatch(self, options: dict[str, Any], handler: Any) -> bool:
+        check_handler(handler)  # before an interceptor wraps it
         if self._default_origin is not None and options.get("origin") is None:
             options = {**options, "origin": self._default_origin}
         return self._dispatch(options, handler)

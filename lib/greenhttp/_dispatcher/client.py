@@ -133,7 +133,8 @@ class Client(Dispatcher):
         """Queue a request; never blocks. Returns False when busy (wait for ``drain``).
 
         Errors are delivered through ``handler.on_response_error(None, err)``,
-        or raised if the handler has no such method.
+        or raised if the handler has no such method; a ``handler`` that cannot
+        be one (``None``, a string, a number) raises :class:`InvalidArgumentError`.
         """
         return self._core.dispatch(options, handler)
 

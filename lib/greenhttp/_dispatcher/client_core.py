@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _debug
 from .._core.options import ClientOptions
-from .._core.request import RESPONSE_STARTED, Request, refuse
+from .._core.request import RESPONSE_STARTED, Request, check_handler, refuse
 from .._core.url import Origin
 from .._runtime import GreenletExit, Parker, getcurrent, spawn, spawn_reader
 from ..errors import (
@@ -163,6 +163,7 @@ class ClientCore:
         Errors are delivered through ``handler.on_response_error(None, err)``,
         or raised if the handler has no such method.
         """
+        check_handler(handler)
         try:
             if self._destroyed:
                 raise ClientDestroyedError()

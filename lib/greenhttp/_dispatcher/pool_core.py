@@ -37,7 +37,7 @@ from functools import partial
 from typing import Any
 
 from .. import _debug
-from .._core.request import refuse
+from .._core.request import check_handler, refuse
 from .._runtime import Parker, now
 from ..errors import ClientClosedError, ClientDestroyedError, GreenHTTPError
 from .client import Client
@@ -144,6 +144,7 @@ class PoolCore:
     # reach the handler as the request record's InvalidArgumentError, not a TypeError.)
     def dispatch(self, options: Any, handler: Any) -> bool:
         """``Pool.dispatch``: hand the request to a free member, or queue it; never blocks."""
+        check_handler(handler)
         if self._closed:
             refuse(handler, ClientDestroyedError() if self._destroyed else ClientClosedError())
             return False
