@@ -880,6 +880,29 @@ def test_blob_type_and_text_follow_the_file_api():
     assert Blob([b"abcdef"]).slice(-3, -1).bytes() == b"de"
 
 
+def test_blob_stream_gives_its_bytes_in_chunks_and_serves_as_a_body(make_server, make_client):
+    from greenhttp import Blob
+
+    blob = Blob([b"x" * 11, "é"], type="text/plain")  # 13 bytes: the last chunk splits "é"
+    assert list(blob.stream(4)) == [b"xxxx", b"xxxx", b"xxx\xc3", b"\xa9"]
+    assert b"".join(blob.stream()) == blob.bytes()
+    assert list(Blob().stream()) == []
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="chunk_size"):
+            blob.stream(bad)
+
+    def handler(conn):
+        req = conn.read_request()
+        conn.respond(req.body)
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    big = Blob([bytes(range(256)) * 1000])
+    r = client.request(path="/", method="PUT", body=big.stream(7000))
+    assert r.body.bytes() == big.bytes()
+    assert server.requests[0].header("transfer-encoding") == "chunked"
+
+
 def test_stream_signal_abort_mid_body_raises_reason(make_server, make_client):
     server = make_server(answers_then_stalls(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab"))
     client = make_client(server.origin)

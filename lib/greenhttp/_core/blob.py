@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 __all__ = ["Blob"]
@@ -33,18 +33,31 @@ class Blob:
         return len(self._data)
 
     def bytes(self) -> builtins.bytes:
+        """The contents. Never blocks."""
         return self._data
 
     def array_buffer(self) -> builtins.bytes:
+        """The contents (the File API's ``arrayBuffer()``; Python has ``bytes``). Never blocks."""
         return self._data
 
+    def stream(self, chunk_size: int = 65536) -> Iterator[builtins.bytes]:
+        """The contents as an iterator of ``bytes`` chunks of at most ``chunk_size``
+        (the File API's ``stream()``); usable as a request body. Never blocks."""
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+        data = self._data
+        return (data[i : i + chunk_size] for i in range(0, len(data), chunk_size))
+
     def text(self) -> str:
+        """The contents decoded as UTF-8 (a leading BOM dropped, bad bytes replaced). Never blocks."""
         data = self._data
         if data.startswith(b"\xef\xbb\xbf"):  # "UTF-8 decode" drops a leading BOM
             data = data[3:]
         return data.decode("utf-8", errors="replace")
 
     def slice(self, start: int = 0, end: int | None = None, content_type: str = "") -> Blob:
+        """A new Blob of bytes ``start`` to ``end`` (negative counts from the end, as
+        in the File API and in Python) with type ``content_type``. Never blocks."""
         return Blob([self._data[start:end]], type=content_type)
 
     def __len__(self) -> int:
