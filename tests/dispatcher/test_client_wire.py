@@ -352,10 +352,13 @@ def test_non_strict_sends_the_real_length(make_server, make_client):
     assert server.requests[0].body == b"abc"
 
 
-def test_generator_raising_fails_the_request(make_server, make_client):
+@pytest.mark.parametrize("headers", [{}, {"content-length": "100"}], ids=["chunked", "content-length"])
+def test_generator_raising_fails_the_request(make_server, make_client, headers):
     def handler(conn):
-        conn.read_head()
-        conn.wait_closed()
+        if conn.read_head().method == "POST":
+            conn.wait_closed()
+        else:
+            conn.respond(b"next")
 
     server = make_server(handler)
     client = make_client(server.origin)
@@ -365,8 +368,13 @@ def test_generator_raising_fails_the_request(make_server, make_client):
         raise ValueError("body source failed")
 
     with pytest.raises(ValueError, match="body source failed"):
-        client.request(path="/", method="POST", body=gen())
+        client.request(path="/", method="POST", headers=headers, body=gen())
     wait_for(lambda: client.stats.size == 0, what="the request to end")
+    # The half-sent body can never be completed: the connection is destroyed, not
+    # reused, and the next request goes out on a new one.
+    assert server.conns[0].eof.wait(2)
+    assert client.request(path="/").body.bytes() == b"next"
+    assert server.accepted == 2
 
 
 def test_blob_body_brings_its_type(make_server, make_client):
