@@ -95,14 +95,16 @@ def _file_length(f: Any) -> int | None:
 
 
 def normalize_body(body: Any) -> bytes | StreamBody | None:
-    """Turn a user body into None, bytes or a StreamBody; empty bodies become None."""
+    """Turn a user body into None, bytes (exactly, never a subclass) or a StreamBody;
+    empty bodies become None."""
     if body is None:
         return None
-    if isinstance(body, bytes):
+    if type(body) is bytes:
         return body or None
     if isinstance(body, str):
         return body.encode("utf-8") or None
-    if isinstance(body, (bytearray, memoryview)):
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        # A bytes subclass too: the drivers frame a body of exactly ``bytes`` only.
         return bytes(body) or None
     if isinstance(body, StreamBody):
         return body
