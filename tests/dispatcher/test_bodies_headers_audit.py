@@ -495,3 +495,32 @@ def test_a_bytes_subclass_body_is_framed_like_bytes(peer, size):
     assert seen["body"] == bytes(data)
     assert not seen["chunked"]
     assert send(peer, method="GET", path="/next")["body"] == b""
+
+
+@pytest.mark.parametrize("parts", [b"abc", bytearray(b"abc"), memoryview(b"abc"), "abc", Blob([b"abc"])])
+def test_blob_parts_given_as_one_value_are_a_type_error(parts):
+    """Blob(b"abc") used to iterate the bytes as ints and make 97 + 98 + 99 NUL bytes;
+    the File API takes a sequence of parts, so a single value is a TypeError."""
+    with pytest.raises(TypeError, match="parts"):
+        Blob(parts)
+
+
+@pytest.mark.parametrize("part", [5, True, [104, 105], None, 1.5])
+def test_a_blob_part_that_is_not_bytes_like_str_or_blob_is_a_type_error(part):
+    """bytes(5) is five NUL bytes and bytes([104, 105]) is b"hi": such parts used to be
+    accepted and turned into bytes nobody meant."""
+    with pytest.raises(TypeError, match=type(part).__name__):
+        Blob([b"ok", part])
+
+
+def test_blob_parts_of_every_bytes_like_kind():
+    parts = [b"a", bytearray(b"b"), memoryview(b"xcx")[1:2], array.array("B", [100]), _Tagged(b"e"), "f", Blob([b"g"])]
+    blob = Blob(parts)
+    assert blob.bytes() == b"abcdefg"
+    assert type(blob.bytes()) is bytes
+
+
+def test_a_blob_type_that_is_not_a_str_is_a_type_error():
+    """type=None used to fail with an AttributeError from inside the constructor."""
+    with pytest.raises(TypeError, match="NoneType"):
+        Blob([b"x"], type=None)  # type: ignore[arg-type]

@@ -15,14 +15,33 @@ class Blob:
     __slots__ = ("_data", "type")
 
     def __init__(self, parts: Iterable[Any] = (), type: str = "") -> None:
+        """``parts``: an iterable (the File API's sequence) of bytes-like objects,
+        ``str`` (UTF-8) and ``Blob``; one such value given alone, or a part of another
+        kind (an int, a list of ints), is a TypeError. ``type``: the media type, kept
+        lower-cased, or "" if it holds a character outside U+0020..U+007E."""
+        if isinstance(parts, (str, builtins.bytes, bytearray, memoryview, Blob)):
+            raise TypeError(
+                f"Blob parts must be an iterable of parts, got one {parts.__class__.__name__} (wrap it in a list)"
+            )
         chunks = []
         for part in parts:
             if isinstance(part, Blob):
                 chunks.append(part._data)
             elif isinstance(part, str):
                 chunks.append(part.encode("utf-8"))
+            elif isinstance(part, builtins.bytes):
+                chunks.append(part)
             else:
-                chunks.append(bytes(part))
+                # bytes(5) would be five NUL bytes, bytes([104, 105]) b"hi": only a buffer is bytes.
+                try:
+                    view = memoryview(part)
+                except TypeError:
+                    raise TypeError(
+                        f"a Blob part must be bytes-like, str or Blob, got {part.__class__.__name__}"
+                    ) from None
+                chunks.append(view.tobytes())
+        if not isinstance(type, str):
+            raise TypeError(f"Blob type must be a str, got {type.__class__.__name__}")
         self._data: builtins.bytes = b"".join(chunks)
         # File API: a type with any character outside U+0020..U+007E becomes "".
         self.type = type.lower() if type.isascii() and type.isprintable() else ""
