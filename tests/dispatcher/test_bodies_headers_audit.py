@@ -524,3 +524,40 @@ def test_a_blob_type_that_is_not_a_str_is_a_type_error():
     """type=None used to fail with an AttributeError from inside the constructor."""
     with pytest.raises(TypeError, match="NoneType"):
         Blob([b"x"], type=None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["body", "chunk"])
+def test_any_bytes_like_body_is_sent_as_its_bytes(peer, kind):
+    """An array.array (or any buffer: the original's ArrayBufferView) was iterated as
+    numbers: the head went out, then the request failed with "body chunks must be
+    bytes or str, got int" and the connection was lost."""
+    data = array.array("H", [1, 2, 0xFFFF])
+    if kind == "body":
+        seen = send(peer, body=data)
+        assert seen["content-length"] == [str(len(data.tobytes()))]
+    else:
+        seen = send(peer, body=[b"<", data, b">"])
+    assert seen["body"] == (data.tobytes() if kind == "body" else b"<" + data.tobytes() + b">")
+    assert send(peer, method="GET", path="/next")["body"] == b""
+
+
+def test_a_bytes_like_body_is_replayable_for_the_retry_interceptor(make_server, make_client):
+    """The retry interceptor resends a body it can send again: a bytes-like one is."""
+    from greenhttp import interceptors
+
+    def handler(conn) -> None:
+        req = conn.read_request()
+        if req is not None and len(conn.server.requests) == 1:
+            conn.send(b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\nRetry-After: 0\r\n\r\n")
+        elif req is not None:
+            conn.send(_OK)
+        _h1_ok(conn)
+
+    server = make_server(handler)
+    client = make_client(server.origin).compose(interceptors.retry(min_timeout=0.01, max_retries=2))
+    data = array.array("B", b"again")
+    with gevent.Timeout(T):
+        r = client.request(path="/r", method="PUT", body=data)
+        r.body.bytes()
+    assert r.status_code == 200
+    assert [q.body for q in server.requests] == [b"again", b"again"]

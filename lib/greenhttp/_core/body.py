@@ -57,7 +57,15 @@ def replayable(body: Any) -> bool:
     earlier send that nothing here saw: it is not."""
     if isinstance(body, StreamBody):
         return not body.used
-    return body is None or isinstance(body, (bytes, str, bytearray, memoryview, Blob, list, tuple))
+    if body is None or isinstance(body, (bytes, str, bytearray, memoryview, Blob, list, tuple)):
+        return True
+    if hasattr(body, "read"):
+        return False
+    try:
+        memoryview(body)  # another bytes-like object: sent as its bytes
+    except TypeError:
+        return False
+    return True
 
 
 def to_bytes_chunk(chunk: Any) -> bytes:
@@ -68,6 +76,10 @@ def to_bytes_chunk(chunk: Any) -> bytes:
         return bytes(chunk)
     if isinstance(chunk, str):
         return chunk.encode("utf-8")
+    try:
+        return memoryview(chunk).tobytes()  # any other bytes-like object (array.array, ...)
+    except TypeError:
+        pass
     raise InvalidArgumentError(f"body chunks must be bytes or str, got {type(chunk).__name__}")
 
 
@@ -112,9 +124,17 @@ def normalize_body(body: Any) -> bytes | StreamBody | None:
         return body.bytes() or None
     if hasattr(body, "read"):
         return StreamBody(_file_chunks(body), _file_length(body), body)
+    try:
+        # Any other bytes-like object (array.array, an ndarray: the original's
+        # ArrayBufferView) is its bytes, not an iterable of numbers.
+        view = memoryview(body)
+    except TypeError:
+        pass
+    else:
+        return view.tobytes() or None
     if isinstance(body, Iterable) and not isinstance(body, dict):
         return StreamBody(iter(body), None, body)
     raise InvalidArgumentError(
-        "body must be bytes, bytearray, memoryview, str, Blob, a file-like object or an iterable "
+        "body must be bytes or another bytes-like object, str, Blob, a file-like object or an iterable "
         f"of bytes, got {type(body).__name__}"
     )
