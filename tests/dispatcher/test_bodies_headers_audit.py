@@ -561,3 +561,20 @@ def test_a_bytes_like_body_is_replayable_for_the_retry_interceptor(make_server, 
         r.body.bytes()
     assert r.status_code == 200
     assert [q.body for q in server.requests] == [b"again", b"again"]
+
+
+def test_a_blob_of_a_response_read_with_raw_headers_keeps_its_type(make_server, make_client):
+    """body.blob() with response_headers="raw" had type "": the content-type was looked
+    up in a dict only (the original parses the raw headers for it)."""
+
+    def handler(conn) -> None:
+        while conn.read_request() is not None:
+            conn.send(b"HTTP/1.1 200 OK\r\nContent-Type: Text/Plain\r\nContent-Length: 2\r\n\r\nhi")
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    with gevent.Timeout(T):
+        blob = client.request(path="/", response_headers="raw").body.blob()
+        assert (blob.bytes(), blob.type) == (b"hi", "text/plain")
+        blob = client.request(path="/").body.blob()
+        assert (blob.bytes(), blob.type) == (b"hi", "text/plain")

@@ -72,18 +72,29 @@ class BodyReadable:
         self._limit = -1  # dump(): discard, and abort past this many bytes
         self._dumped = 0  # dump(): bytes discarded so far
 
+    def _header(self, name: str) -> Any:
+        """The value of response header ``name`` (lower-case): from the dict, or the first
+        one in the raw list ``response_headers="raw"`` gives (None when absent)."""
+        headers = self._headers
+        if type(headers) is dict:
+            return headers.get(name)
+        if type(headers) is list:
+            key = name.encode("latin-1")
+            for i in range(0, len(headers) - 1, 2):
+                if headers[i].lower() == key:
+                    return headers[i + 1].decode("latin-1")
+        return None
+
     @property
     def content_length(self) -> int | None:
         """The response's content-length, when it has a valid one."""
-        headers = self._headers
-        cl = headers.get("content-length") if type(headers) is dict else None
+        cl = self._header("content-length")
         return int(cl) if type(cl) is str and cl.isdigit() and cl.isascii() else None
 
     @property
     def content_type(self) -> str:
         """The response's content-type ("" without one)."""
-        headers = self._headers
-        ctype = headers.get("content-type") if type(headers) is dict else None
+        ctype = self._header("content-type")
         return ctype if type(ctype) is str else ""
 
     # -- producer side: the reader greenlet ----------------------------------------
