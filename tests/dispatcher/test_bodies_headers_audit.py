@@ -51,12 +51,10 @@ class Peer:
         req = self.server.requests[-1]
         if self.h2:
             assert req.ended  # END_STREAM came
-            names = [k for k, _ in req.headers]
             return {
                 "content-length": [v for k, v in req.headers if k == "content-length"],
                 "chunked": False,
                 "headers": [(k, v) for k, v in req.headers if not k.startswith(":")],
-                "names": names,
                 "body": req.body,
                 "method": req.method,
             }
@@ -64,7 +62,6 @@ class Peer:
             "content-length": req.header_list("content-length"),
             "chunked": req.chunked,
             "headers": req.headers[2:],
-            "names": [k for k, _ in req.headers],
             "body": req.body,
             "method": req.method,
         }
@@ -119,7 +116,7 @@ def _gen(*parts):
 
 _BIG = bytes(range(256)) * 1200  # 300 KiB: more than one h2 window and several writes
 
-# name -> (body factory, the bytes expected, whether the length is known)
+# name -> (body factory, the bytes the server must get): bodies of known length, then of unknown length
 KNOWN = {
     "bytes": (lambda tmp: b"abc\x00\xff", b"abc\x00\xff"),
     "bytearray": (lambda tmp: bytearray(b"bytearray"), b"bytearray"),
