@@ -6,7 +6,16 @@ import builtins
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-__all__ = ["Blob"]
+__all__ = ["Blob", "buffer_of"]
+
+
+def buffer_of(obj: Any) -> memoryview | None:
+    """A view of ``obj``'s bytes when it is a bytes-like object (it has the buffer
+    protocol: ``array.array``, an ndarray, ...), else None. Copies nothing."""
+    try:
+        return memoryview(obj)
+    except TypeError:
+        return None
 
 
 class Blob:
@@ -33,12 +42,9 @@ class Blob:
                 chunks.append(part)
             else:
                 # bytes(5) would be five NUL bytes, bytes([104, 105]) b"hi": only a buffer is bytes.
-                try:
-                    view = memoryview(part)
-                except TypeError:
-                    raise TypeError(
-                        f"a Blob part must be bytes-like, str or Blob, got {part.__class__.__name__}"
-                    ) from None
+                view = buffer_of(part)
+                if view is None:
+                    raise TypeError(f"a Blob part must be bytes-like, str or Blob, got {part.__class__.__name__}")
                 chunks.append(view.tobytes())
         if not isinstance(type, str):
             raise TypeError(f"Blob type must be a str, got {type.__class__.__name__}")

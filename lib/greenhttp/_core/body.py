@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import InvalidArgumentError
-from .blob import Blob
+from .blob import Blob, buffer_of
 
 __all__ = ["StreamBody", "normalize_body", "replayable", "to_bytes_chunk"]
 
@@ -59,13 +59,8 @@ def replayable(body: Any) -> bool:
         return not body.used
     if body is None or isinstance(body, (bytes, str, bytearray, memoryview, Blob, list, tuple)):
         return True
-    if hasattr(body, "read"):
-        return False
-    try:
-        memoryview(body)  # another bytes-like object: sent as its bytes
-    except TypeError:
-        return False
-    return True
+    # Another bytes-like object is sent as its bytes; a file-like one is a stream.
+    return not hasattr(body, "read") and buffer_of(body) is not None
 
 
 def to_bytes_chunk(chunk: Any) -> bytes:
@@ -76,10 +71,9 @@ def to_bytes_chunk(chunk: Any) -> bytes:
         return bytes(chunk)
     if isinstance(chunk, str):
         return chunk.encode("utf-8")
-    try:
-        return memoryview(chunk).tobytes()  # any other bytes-like object (array.array, ...)
-    except TypeError:
-        pass
+    view = buffer_of(chunk)  # any other bytes-like object (array.array, ...)
+    if view is not None:
+        return view.tobytes()
     raise InvalidArgumentError(f"body chunks must be bytes or str, got {type(chunk).__name__}")
 
 
@@ -124,13 +118,10 @@ def normalize_body(body: Any) -> bytes | StreamBody | None:
         return body.bytes() or None
     if hasattr(body, "read"):
         return StreamBody(_file_chunks(body), _file_length(body), body)
-    try:
-        # Any other bytes-like object (array.array, an ndarray: the original's
-        # ArrayBufferView) is its bytes, not an iterable of numbers.
-        view = memoryview(body)
-    except TypeError:
-        pass
-    else:
+    # Any other bytes-like object (array.array, an ndarray: the original's
+    # ArrayBufferView) is its bytes, not an iterable of numbers.
+    view = buffer_of(body)
+    if view is not None:
         return view.tobytes() or None
     if isinstance(body, Iterable) and not isinstance(body, dict):
         return StreamBody(iter(body), None, body)

@@ -70,6 +70,11 @@ def check_handler(handler: Any) -> None:
         raise InvalidArgumentError(f"handler must be an object, got {handler!r}")
 
 
+def not_a_dict(options: Any) -> InvalidArgumentError:
+    """The error for dispatch options that are not a dict (every dispatcher words it so)."""
+    return InvalidArgumentError(f"options must be a dict, got {type(options).__name__}")
+
+
 def refuse(handler: Any, err: BaseException) -> None:
     """Fail a request no connection took: ``handler.on_response_error(None, err)``,
     as the spec has it, or raise ``err`` from a handler without that method."""
@@ -196,7 +201,7 @@ class Request:
     def __init__(self, options: Any, handler: Any) -> None:
         # Any, not a dict annotation: compiled, that would reject a non-dict with a bare TypeError.
         if not isinstance(options, dict):
-            raise InvalidArgumentError(f"options must be a dict, got {type(options).__name__}")
+            raise not_a_dict(options)
         opts: dict[str, Any] = options
         path = opts.get("path")
         method = opts.get("method")

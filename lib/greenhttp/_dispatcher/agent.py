@@ -13,7 +13,7 @@ from typing import Any
 
 from .._api.request import run_with_callback
 from .._core.options import validate_client_options
-from .._core.request import check_handler, refuse
+from .._core.request import check_handler, not_a_dict, refuse
 from .._core.url import parse_origin
 from ..errors import (
     ClientClosedError,
@@ -134,10 +134,7 @@ class Agent(Dispatcher):
             except (KeyError, TypeError):
                 dispatcher = self._route(origin, key, options.get("allow_h2") is False)
         except Exception as exc:
-            err: BaseException = exc
-            if not isinstance(options, dict):  # as a Client says it
-                err = InvalidArgumentError(f"options must be a dict, got {type(options).__name__}")
-            refuse(handler, err)
+            refuse(handler, exc if isinstance(options, dict) else not_a_dict(options))
             return False
         return dispatcher.dispatch(options, handler)
 
