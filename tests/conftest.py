@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import shutil
 import socket as stdsocket
@@ -33,7 +32,6 @@ import gevent.hub
 import greenlet
 import pytest
 from gevent import socket as gsocket
-from gevent.threadpool import _WorkerGreenlet
 
 import compiled  # imported before greenhttp: it decides which build of greenhttp runs
 import greenhttp
@@ -43,8 +41,11 @@ from testkit import (  # noqa: F401  (re-exported for the fixtures below)
     ScriptedServer,
     ServerConn,
     die_with_parent,
+    is_infrastructure,
+    open_fds,
     response,
     serve_forever,
+    settle_leaks,
     wait_for,
 )
 
@@ -221,23 +222,6 @@ def nginx(tmp_path_factory):
 # ---------------------------------------------------------------------------
 
 
-def _open_fds() -> set[int]:
-    out = set()
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        try:
-            os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # the listdir fd itself, already closed
-            continue
-        out.add(fd)
-    return out
-
-
-def _is_ignored(g: Any) -> bool:
-    # A thread's main greenlet, a hub, or a resolver thread's worker.
-    return g.parent is None or isinstance(g, (gevent.hub.Hub, _WorkerGreenlet))
-
-
 _warmed_up = False
 
 
@@ -273,9 +257,9 @@ def leak_check(request):
         return
     _warm_up()
     gevent.sleep(0)
-    fds_before = _open_fds()
+    fds_before = open_fds()
     seen: weakref.WeakSet[Any] = weakref.WeakSet()
-    before = {id(g) for g in (greenlet.getcurrent(),)}
+    me = greenlet.getcurrent()
 
     def trace(event: str, args: Any) -> None:
         if event in ("switch", "throw"):
@@ -290,32 +274,13 @@ def leak_check(request):
         yield
         # Everything the test made was closed by its fixtures; give gevent a bounded
         # number of loop iterations to finish closing.
-        deadline = time.monotonic() + 2.0
-        attempt = 0
-        while True:
-            gevent.sleep(0.001 if attempt else 0)
-            if attempt:
-                gc.collect()
-            attempt += 1
-            new_fds = _open_fds() - fds_before
-            new_greenlets = [
-                g for g in list(seen)
-                if not g.dead and id(g) not in before and not _is_ignored(g) and g is not greenlet.getcurrent()
-            ]
-            if not new_fds and not new_greenlets:
-                break
-            if time.monotonic() > deadline:
-                fds = {fd: _readlink(fd) for fd in new_fds}
-                pytest.fail(f"leak: new fds {fds}, new greenlets {new_greenlets}")
+        settle_leaks(
+            fds_before,
+            lambda: [g for g in list(seen) if not g.dead and g is not me and not is_infrastructure(g)],
+            2.0,
+        )
     finally:
         greenlet.settrace(previous)
-
-
-def _readlink(fd: int) -> str:
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return "?"
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -1,4 +1,5 @@
-"""The test kit itself: a server a fixture starts does not outlive a crashed test run."""
+"""The test kit itself: a server a fixture starts does not outlive a crashed test run,
+and the leak check names what leaked and where it was spawned."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import signal
 import subprocess
 import sys
 
+import gevent
 import pytest
+
+from testkit import live_greenlets, open_fds, settle_leaks
 
 # A stand-in for a test process: starts a long-lived child with die_with_parent,
 # prints its pid, then waits to be killed.
@@ -43,3 +47,22 @@ def test_a_fixture_server_dies_with_a_killed_test_process():
             parent.kill()
             parent.wait(timeout=10)
         parent.stdout.close()  # type: ignore[union-attr]
+
+
+def test_the_leak_check_names_the_leaked_fd_and_where_a_greenlet_was_spawned():
+    gevent.sleep(0)  # the hub and its fds exist before the snapshot
+    fds, before = open_fds(), {id(g) for g in live_greenlets()}
+    stray = gevent.spawn(gevent.sleep, 30)
+    r, w = os.pipe()
+    try:
+        with pytest.raises(AssertionError) as failed:
+            settle_leaks(fds, lambda: [g for g in live_greenlets() if id(g) not in before], 0.05)
+    finally:
+        stray.kill()
+        os.close(r)
+        os.close(w)
+    text = str(failed.value)
+    assert f"{r}: 'pipe:" in text and f"{w}: 'pipe:" in text
+    assert "started=True" in text and "gevent.spawn(gevent.sleep, 30)" in text
+    assert "test_testkit.py" in text and "_pytest" not in text
+    settle_leaks(fds, lambda: [g for g in live_greenlets() if id(g) not in before], 1.0)  # all gone: passes

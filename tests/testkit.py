@@ -7,19 +7,26 @@ own ``conftest.py``, so helpers must not live in one).
 from __future__ import annotations
 
 import ctypes
+import gc
+import os
+import re
 import signal
 import socket as stdsocket
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import gevent
 import gevent.event
+import gevent.hub
 import gevent.queue
+import greenlet
 from gevent import socket as gsocket
 from gevent.server import StreamServer
+from gevent.threadpool import _WorkerGreenlet
 
 # prctl(2) from libc, looked up once here: a preexec_fn must not load libraries.
 _PR_SET_PDEATHSIG = 1
@@ -397,3 +404,80 @@ class WsTalk:
         close = self.wait_closed()
         assert (close.code, close.was_clean) == (code, True), self.events
         return close
+
+
+# ---------------------------------------------------------------------------
+# leak checks (the autouse fixtures of tests/, tests/interceptors, tests/websocket)
+# ---------------------------------------------------------------------------
+
+
+def open_fds() -> set[int]:
+    """This process's open file descriptors."""
+    out = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            os.readlink(f"/proc/self/fd/{name}")
+        except OSError:  # the listdir's own fd, closed by now
+            continue
+        out.add(int(name))
+    return out
+
+
+def is_infrastructure(g: Any) -> bool:
+    """A thread's main greenlet, a hub, or a thread pool's worker: never a leak."""
+    return g.parent is None or isinstance(g, (gevent.hub.Hub, _WorkerGreenlet))
+
+
+def live_greenlets() -> list[Any]:
+    """Every greenlet on the heap that is not dead (a spawned one not yet started
+    counts) and not infrastructure."""
+    return [
+        g for g in gc.get_objects()
+        if isinstance(g, greenlet.greenlet) and not g.dead and not is_infrastructure(g)
+    ]
+
+
+_PYTEST_FRAME = re.compile(r"[/\\](_pytest|pluggy)[/\\]")
+
+
+def _describe(g: Any) -> str:
+    """A leaked greenlet, with where it was spawned (gevent records it by default,
+    ``gevent.config.track_greenlet_tree``) and its hub (whose thread it runs in)."""
+    hub_thread = getattr(g.parent, "thread_ident", None)
+    lines = [f"{g!r} started={bool(g) or g.dead} hub_thread={hub_thread}"]
+    stack = getattr(g, "spawning_stack", None)
+    if stack is not None:
+        frames = [f for f in traceback.extract_stack(stack) if not _PYTEST_FRAME.search(f.filename)]
+        lines.append("  spawned at:\n" + "".join(traceback.format_list(frames[-6:])).rstrip())
+    spawner = getattr(g, "spawning_greenlet", None)
+    if spawner is not None:
+        lines.append(f"  spawned by: {spawner()!r}")
+    return "\n".join(lines)
+
+
+def settle_leaks(fds_before: set[int], new_greenlets: Callable[[], list[Any]], seconds: float) -> None:
+    """Let gevent finish closing what a test made, for up to ``seconds``; then fail
+    if a file descriptor not in ``fds_before`` is open or ``new_greenlets()`` is not
+    empty, naming each fd's target and where each greenlet was spawned."""
+    deadline = time.monotonic() + seconds
+    attempt = 0
+    while True:
+        gevent.sleep(0.001 if attempt else 0)
+        if attempt:
+            gc.collect()
+        attempt += 1
+        fds = open_fds() - fds_before
+        greenlets = new_greenlets()
+        if not fds and not greenlets:
+            return
+        if time.monotonic() > deadline:
+            targets = {fd: _readlink(fd) for fd in sorted(fds)}
+            described = "\n".join(_describe(g) for g in greenlets)
+            raise AssertionError(f"leak: new fds {targets}, new greenlets:\n{described}")
+
+
+def _readlink(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return "?"

@@ -15,21 +15,17 @@ from ``tests/conftest.py``. Here:
 
 from __future__ import annotations
 
-import gc
-import os
-import time
 from collections.abc import Callable
 from typing import Any
 
 import gevent
 import gevent.event
-import greenlet
 import pytest
 from gevent.server import StreamServer
-from gevent.threadpool import _WorkerGreenlet
 
 import greenhttp
 from greenhttp.cache_stores import MemoryCacheStore, SqliteCacheStore
+from testkit import live_greenlets, open_fds, settle_leaks
 
 Handler = Callable[[Any, Any], Any]
 
@@ -164,28 +160,6 @@ def recorder():
 # ---------------------------------------------------------------------------
 
 
-def _open_fds() -> set[int]:
-    out = set()
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            continue
-        out.add(int(name))
-    return out
-
-
-def _live_greenlets() -> list[Any]:
-    hub_type = gevent.get_hub().__class__
-    out = []
-    for obj in gc.get_objects():
-        if isinstance(obj, greenlet.greenlet) and not obj.dead:
-            if obj.parent is None or isinstance(obj, (hub_type, _WorkerGreenlet)):
-                continue
-            out.append(obj)
-    return out
-
-
 _warmed_up = False
 
 
@@ -217,22 +191,10 @@ def _warm_up() -> None:
 def leak_check():
     _warm_up()
     gevent.sleep(0)
-    fds_before = _open_fds()
-    greenlets_before = {id(g) for g in _live_greenlets()}
+    fds_before = open_fds()
+    greenlets_before = {id(g) for g in live_greenlets()}
     yield
-    deadline = time.monotonic() + 2.0
-    attempt = 0
-    while True:
-        gevent.sleep(0.001 if attempt else 0)
-        if attempt:
-            gc.collect()
-        attempt += 1
-        new_fds = _open_fds() - fds_before
-        new_greenlets = [g for g in _live_greenlets() if id(g) not in greenlets_before]
-        if not new_fds and not new_greenlets:
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"leak: new fds {sorted(new_fds)}, new greenlets {new_greenlets}")
+    settle_leaks(fds_before, lambda: [g for g in live_greenlets() if id(g) not in greenlets_before], 2.0)
 
 
 @pytest.fixture

@@ -10,19 +10,15 @@ file descriptor or greenlet may outlive it.
 
 from __future__ import annotations
 
-import gc
-import os
-import time
 from collections.abc import Callable
 from typing import Any
 
 import gevent
-import greenlet
 import pytest
-from gevent.threadpool import _WorkerGreenlet
 from wsutil import Recorder, WsPeer, handshake_response
 
 from greenhttp._websocket import transport
+from testkit import live_greenlets, open_fds, settle_leaks
 
 
 class WsServer:
@@ -96,45 +92,10 @@ def record():
 # ---------------------------------------------------------------------------
 
 
-def _open_fds() -> set[int]:
-    out = set()
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            continue
-        out.add(int(name))
-    return out
-
-
-def _live_greenlets() -> list[Any]:
-    hub_type = gevent.get_hub().__class__
-    return [
-        g
-        for g in gc.get_objects()
-        if isinstance(g, greenlet.greenlet)
-        and not g.dead
-        and g.parent is not None
-        and not isinstance(g, (hub_type, _WorkerGreenlet))
-    ]
-
-
 @pytest.fixture(autouse=True)
 def ws_leak_check():
     gevent.sleep(0)
-    fds = _open_fds()
-    greenlets = {id(g) for g in _live_greenlets()}
+    fds = open_fds()
+    greenlets = {id(g) for g in live_greenlets()}
     yield
-    deadline = time.monotonic() + 3.0
-    attempt = 0
-    while True:
-        gevent.sleep(0.001 if attempt else 0)
-        if attempt:
-            gc.collect()
-        attempt += 1
-        new_fds = _open_fds() - fds
-        new_greenlets = [g for g in _live_greenlets() if id(g) not in greenlets]
-        if not new_fds and not new_greenlets:
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"leak: new fds {sorted(new_fds)}, new greenlets {new_greenlets}")
+    settle_leaks(fds, lambda: [g for g in live_greenlets() if id(g) not in greenlets], 3.0)
