@@ -10,6 +10,7 @@ import zlib
 
 import brotli
 import gevent
+import gevent.event
 import pytest
 
 from greenhttp import errors, interceptors
@@ -530,3 +531,49 @@ def test_pause_every_piece_resume_from_elsewhere(make_server, make_client, recor
     gevent.joinall(resumes, timeout=2)
     assert rec.error is None and rec.body == data and rec.trailers == {"x-t": "1"}
     assert rec.names()[-1] == "end" and rec.names().count("end") == 1
+
+
+# -- both: an upgrade -----------------------------------------------------------------------------
+@pytest.mark.parametrize("interceptor", ["decompress", "dump"])
+def test_an_upgrade_is_handed_the_controller_the_request_started_with(interceptor, make_server, make_client):
+    # The wrapping handler is the controller downstream from on_request_start on; the
+    # upgrade must come with that same controller, and the socket must be the peer's.
+    def handler(conn):
+        if conn.read_request() is not None:
+            conn.send(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+            conn.sock.sendall(conn.sock.recv(100))
+
+    class Upgraded:
+        def __init__(self):
+            self.controllers = []
+            self.socket = None
+            self.done = gevent.event.Event()
+
+        def on_request_start(self, controller, context):
+            self.controllers.append(controller)
+
+        def on_request_upgrade(self, controller, status_code, headers, socket):
+            self.controllers.append(controller)
+            self.status_code, self.socket = status_code, socket
+            self.done.set()
+
+        def on_response_error(self, controller, err):
+            self.error = err
+            self.done.set()
+
+    server = make_server(handler)
+    made = _decompress() if interceptor == "decompress" else interceptors.dump()
+    handler_ = Upgraded()
+    make_client(server.origin).compose(made).dispatch(
+        {"path": "/", "method": "GET", "upgrade": "echo"}, handler_
+    )
+    assert handler_.done.wait(5) and handler_.socket is not None, getattr(handler_, "error", None)
+    try:
+        assert handler_.status_code == 101
+        first, upgraded = handler_.controllers
+        assert upgraded is first
+        handler_.socket.sendall(b"ping")
+        with gevent.Timeout(5):
+            assert handler_.socket.recv(4) == b"ping"
+    finally:
+        handler_.socket.close()

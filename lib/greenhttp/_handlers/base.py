@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DecoratorHandler", "SteeringController"]
+__all__ = ["DecoratorHandler", "StandInController", "SteeringController"]
 
 
 class DecoratorHandler:
@@ -55,7 +55,49 @@ class DecoratorHandler:
             raise err
 
 
-class SteeringController:
+class _TargetsRawFields:
+    """``raw_headers`` and ``raw_trailers``: those of the controller stood in for (``target``)."""
+
+    target: Any
+
+    @property
+    def raw_headers(self) -> Any:
+        return self.target.raw_headers if self.target is not None else None
+
+    @property
+    def raw_trailers(self) -> Any:
+        return self.target.raw_trailers if self.target is not None else None
+
+
+class StandInController(DecoratorHandler, _TargetsRawFields):
+    """A handler that is also the controller its own handler sees, from
+    ``on_request_start`` on, so that handler's ``abort`` and ``pause`` pass
+    through it (``target`` is the controller of the request itself).
+
+    Subclasses say what aborting and pausing mean and set ``_done`` once a
+    terminal callback went downstream; then the link to the downstream handler
+    is dropped: it keeps its controller, so a finished request leaves no
+    reference cycle.
+    """
+
+    def __init__(self, handler: Any) -> None:
+        super().__init__(handler)
+        self.target: Any = None  # the controller of the request upstream
+        self._done = False  # a terminal callback went downstream
+
+    def on_request_start(self, controller: Any, context: Any) -> None:
+        self.target = controller
+        super().on_request_start(self, context)
+
+    def on_request_upgrade(self, controller: Any, status_code: int, headers: Any, socket: Any) -> None:
+        self._done = True
+        try:
+            super().on_request_upgrade(self, status_code, headers, socket)
+        finally:
+            self.handler = None
+
+
+class SteeringController(_TargetsRawFields):
     """A controller that steers whichever request is current (``target``): the
     controller half of a handler that sends its request more than once (retry,
     redirect), handed downstream as the handler itself. A subclass keeps
@@ -113,11 +155,3 @@ class SteeringController:
         if self._abort_reason is not None:
             return self._abort_reason
         return self.target.reason if self.target is not None else None
-
-    @property
-    def raw_headers(self) -> Any:
-        return self.target.raw_headers if self.target is not None else None
-
-    @property
-    def raw_trailers(self) -> Any:
-        return self.target.raw_trailers if self.target is not None else None

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._core.decoders import BodyDecoder, parse_encodings
-from .._handlers.base import DecoratorHandler
+from .._handlers.base import StandInController
 from .._runtime import call_soon
 from ..errors import ExperimentalWarning, InvalidArgumentError, RequestAbortedError
 
@@ -41,14 +41,10 @@ def _warn_once() -> None:
         )
 
 
-class _DecompressHandler(DecoratorHandler):
-    """Decodes the body. It is also the controller the downstream handler sees
-    (``target`` is the controller of the request itself).
-
-    Handler and controller are one object so they don't refer to each other, and
-    the link to the downstream handler (which keeps its controller) is dropped
-    once the terminal callback went down: a finished request leaves no reference
-    cycle. After that ``abort`` does nothing and the properties keep answering.
+class _DecompressHandler(StandInController):
+    """Decodes the body; the controller the downstream handler sees (``target``
+    is the controller of the request itself). After the terminal callback
+    ``abort`` does nothing and the properties keep answering.
     """
 
     def __init__(
@@ -60,7 +56,6 @@ class _DecompressHandler(DecoratorHandler):
         max_ratio: float | None,
     ) -> None:
         super().__init__(handler)
-        self.target: Any = None
         self._skip_status_codes = skip_status_codes
         self._skip_error_responses = skip_error_responses
         self._max_size = max_size
@@ -70,7 +65,6 @@ class _DecompressHandler(DecoratorHandler):
         self._paused = False  # the downstream handler asked for a pause
         self._ended = False  # the encoded body is complete (the request itself is done)
         self._trailers: Any = None
-        self._done = False  # a terminal callback went downstream
         self._scheduled = False
         self._abort_reason: BaseException | None = None
 
@@ -127,10 +121,6 @@ class _DecompressHandler(DecoratorHandler):
                 out += (raw[i], raw[i + 1])
         return out
 
-    @property
-    def raw_trailers(self) -> Any:
-        return self.target.raw_trailers if self.target is not None else None
-
     # -- decoding -----------------------------------------------------------------------------
     def _fail(self, err: BaseException) -> None:
         if self._done:
@@ -176,17 +166,6 @@ class _DecompressHandler(DecoratorHandler):
             self.target.resume()
 
     # -- the handler protocol -------------------------------------------------------------------
-    def on_request_start(self, controller: Any, context: Any) -> None:
-        self.target = controller
-        super().on_request_start(self, context)
-
-    def on_request_upgrade(self, controller: Any, status_code: int, headers: Any, socket: Any) -> None:
-        self._done = True
-        try:
-            super().on_request_upgrade(controller, status_code, headers, socket)
-        finally:
-            self.handler = None
-
     def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
         coding = headers.get("content-encoding") if isinstance(headers, dict) else None
         if (

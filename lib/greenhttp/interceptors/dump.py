@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._handlers.base import DecoratorHandler
+from .._handlers.base import StandInController
 from ..errors import InvalidArgumentError, RequestAbortedError
 
 __all__ = ["dump"]
@@ -24,16 +24,12 @@ def _check_max_size(name: str, value: Any) -> int:
     return value
 
 
-class _DumpHandler(DecoratorHandler):
-    """Reads and drops the body. It is also the controller the downstream handler sees:
-    aborting it fails the request at once but lets the body drain in the background,
-    so the connection survives.
-
-    Handler and controller are one object so they don't refer to each other, and
-    the link to the downstream handler (which keeps its controller) is dropped
-    once the terminal callback went down: a finished request leaves no reference
-    cycle. After that the controller still answers (``aborted``, ``reason``,
-    ``raw_headers``); ``abort``, ``pause`` and ``resume`` do nothing.
+class _DumpHandler(StandInController):
+    """Reads and drops the body. As the controller the downstream handler sees,
+    aborting it fails the request at once but lets the body drain in the
+    background, so the connection survives. After the terminal callback it
+    still answers (``aborted``, ``reason``, ``raw_headers``); ``abort``,
+    ``pause`` and ``resume`` do nothing.
     """
 
     def __init__(self, handler: Any, max_size: int, head: bool = False) -> None:
@@ -41,10 +37,8 @@ class _DumpHandler(DecoratorHandler):
         self.max_size = max_size
         self.head = head  # a HEAD request: its answers have no body, whatever Content-Length says
         self.size = 0
-        self.target: Any = None  # the controller of the request upstream
         self._abort_reason: BaseException | None = None
         self._headers_seen = False
-        self._done = False  # a terminal callback went downstream
 
     # -- the controller the downstream handler sees -------------------------------------------
     def abort(self, reason: BaseException | None = None) -> None:
@@ -68,14 +62,6 @@ class _DumpHandler(DecoratorHandler):
     def reason(self) -> BaseException | None:
         return self._abort_reason
 
-    @property
-    def raw_headers(self) -> Any:
-        return self.target.raw_headers if self.target is not None else None
-
-    @property
-    def raw_trailers(self) -> Any:
-        return self.target.raw_trailers if self.target is not None else None
-
     # -- the handler ------------------------------------------------------------------------------
     def _fail(self, err: BaseException) -> None:
         if not self._done:
@@ -94,17 +80,6 @@ class _DumpHandler(DecoratorHandler):
             target.abort(reason)  # no head yet: nothing worth keeping the connection for
         else:
             self._fail(reason)  # the body keeps draining; the connection stays usable
-
-    def on_request_start(self, controller: Any, context: Any) -> None:
-        self.target = controller
-        super().on_request_start(self, context)
-
-    def on_request_upgrade(self, controller: Any, status_code: int, headers: Any, socket: Any) -> None:
-        self._done = True
-        try:
-            super().on_request_upgrade(self, status_code, headers, socket)
-        finally:
-            self.handler = None
 
     def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
         if status_code >= 200:
