@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import base64
 
+import gevent
+import gevent.event
 import pytest
+import wsutil
 from wsutil import accept_for, frame
 
 import greenhttp
 from greenhttp import DOMException, WebSocket
 from greenhttp._websocket import handshake
+from testkit import wait_for
 
 # -- URL -----------------------------------------------------------------------------
 
@@ -355,3 +359,31 @@ def test_limits_of_every_dispatcher_kind():
     assert limits_of(agent) == (0, 9)
     assert limits_of(greenhttp.Agent(web_socket={"max_fragments": None})) == (131072, 134217728)
     assert limits_of(object()) == (131072, 134217728)
+
+
+def test_a_handshake_whose_caller_is_interrupted_gives_the_request_up(make_server, make_client):
+    # The greenlet waiting for the 101 is killed: the request is aborted, and
+    # nothing is left holding a socket when the server's 101 comes after all.
+    release = gevent.event.Event()
+    closed_by_client = gevent.event.Event()
+
+    def handler(conn):
+        req = conn.read_request()
+        if req is None:
+            return
+        release.wait(5)
+        try:
+            conn.send(wsutil.handshake_response(req))
+            if conn.sock.recv(1) == b"":
+                closed_by_client.set()
+        except OSError:
+            closed_by_client.set()
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    target = handshake.parse_url(f"ws://127.0.0.1:{server.port}/")
+    waiting = gevent.spawn(handshake.perform, client, target, [], None, greenhttp.AbortController().signal)
+    wait_for(lambda: len(server.requests) == 1, what="the handshake at the server")
+    waiting.kill(block=True, timeout=5)
+    release.set()
+    assert closed_by_client.wait(5), "the upgraded socket was kept open"

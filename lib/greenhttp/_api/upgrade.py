@@ -35,19 +35,29 @@ class ConnectData(NamedTuple):
     context: Any = None
 
 
-class _UpgradeHandler:
-    __slots__ = ("parker", "opaque", "raw", "controller", "context", "abort_reason", "is_connect")
+class SocketWaiter:
+    """The dispatch handler of a request answered with a socket (an upgrade, a
+    ``CONNECT``, a WebSocket handshake): it parks its caller until the
+    connection hands the socket over, or the request fails.
 
-    def __init__(self, opaque: Any, raw: bool, is_connect: bool) -> None:
+    A subclass says what the caller gets for the socket (:meth:`_handed`) and
+    what a final answer without one means (``on_response_start``).
+    """
+
+    __slots__ = ("parker", "controller", "context", "abort_reason", "socket")
+
+    def __init__(self) -> None:
         self.parker = Parker()
-        self.opaque = opaque
-        self.raw = raw
         self.controller: Any = None
         self.context: Any = None
         self.abort_reason: BaseException | None = None
-        self.is_connect = is_connect
+        self.socket: Any = None  # once handed over
+
+    def _handed(self, controller: Any, status_code: int, headers: Any, socket: Any) -> Any:
+        raise NotImplementedError
 
     def abort(self, reason: BaseException) -> None:
+        """From a signal: abort now, or as soon as the request starts."""
         if self.abort_reason is not None:
             return
         self.abort_reason = reason
@@ -59,15 +69,10 @@ class _UpgradeHandler:
     def give_up(self) -> None:
         """The caller stopped waiting (a timeout, a kill): abort the request, or close
         the socket it already got, which nobody will take now."""
-        parker = self.parker
-        if not parker.ready():
+        if not self.parker.ready():
             self.abort(RequestAbortedError())
-            return
-        try:
-            data = parker.get()
-        except BaseException:
-            return
-        data.socket.close()
+        elif self.socket is not None:
+            self.socket.close()
 
     def on_request_start(self, controller: Any, context: Any) -> None:
         self.controller = controller
@@ -76,17 +81,8 @@ class _UpgradeHandler:
             controller.abort(self.abort_reason)
 
     def on_request_upgrade(self, controller: Any, status_code: int, headers: Any, socket: Any) -> None:
-        if self.raw:
-            headers = controller.raw_headers
-        if self.is_connect:
-            self.parker.set(ConnectData(status_code, headers, socket, self.opaque, self.context))
-        else:
-            self.parker.set(UpgradeData(headers, socket, self.opaque, self.context))
-
-    def on_response_start(self, controller: Any, status_code: int, headers: Any, message: str) -> None:
-        if status_code >= 200:
-            what = "bad connect" if self.is_connect else "bad upgrade"
-            controller.abort(SocketError(what))
+        self.socket = socket
+        self.parker.set(self._handed(controller, status_code, headers, socket))
 
     def on_response_data(self, controller: Any, chunk: bytes) -> None:
         return None
@@ -98,13 +94,10 @@ class _UpgradeHandler:
         self.parker.set_exception(err)
 
 
-def _run(dispatcher: Any, options: dict[str, Any], is_connect: bool) -> Any:
-    opaque = options.pop("opaque", None)
-    signal = options.pop("signal", None)
-    response_headers = options.pop("response_headers", None)
-    if response_headers not in (None, "raw"):
-        raise InvalidArgumentError(f"response_headers must be 'raw' or None, got {response_headers!r}")
-    handler = _UpgradeHandler(opaque, response_headers == "raw", is_connect)
+def wait_for_socket(dispatcher: Any, options: dict[str, Any], handler: SocketWaiter, signal: Any) -> Any:
+    """Dispatch ``options`` with ``handler`` and block until the socket is handed
+    over (what ``handler._handed`` made of it) or the request fails. ``signal``
+    aborts it; a caller interrupted while it waits gives the request up."""
     unbind = bind_signal(signal, handler.abort) if signal is not None else None
     try:
         dispatcher.dispatch(options, handler)
@@ -116,6 +109,37 @@ def _run(dispatcher: Any, options: dict[str, Any], is_connect: bool) -> Any:
     finally:
         if unbind is not None:
             unbind()
+
+
+class _UpgradeHandler(SocketWaiter):
+    __slots__ = ("opaque", "raw", "is_connect")
+
+    def __init__(self, opaque: Any, raw: bool, is_connect: bool) -> None:
+        super().__init__()
+        self.opaque = opaque
+        self.raw = raw
+        self.is_connect = is_connect
+
+    def _handed(self, controller: Any, status_code: int, headers: Any, socket: Any) -> Any:
+        if self.raw:
+            headers = controller.raw_headers
+        if self.is_connect:
+            return ConnectData(status_code, headers, socket, self.opaque, self.context)
+        return UpgradeData(headers, socket, self.opaque, self.context)
+
+    def on_response_start(self, controller: Any, status_code: int, headers: Any, message: str) -> None:
+        if status_code >= 200:
+            what = "bad connect" if self.is_connect else "bad upgrade"
+            controller.abort(SocketError(what))
+
+
+def _run(dispatcher: Any, options: dict[str, Any], is_connect: bool) -> Any:
+    opaque = options.pop("opaque", None)
+    signal = options.pop("signal", None)
+    response_headers = options.pop("response_headers", None)
+    if response_headers not in (None, "raw"):
+        raise InvalidArgumentError(f"response_headers must be 'raw' or None, got {response_headers!r}")
+    return wait_for_socket(dispatcher, options, _UpgradeHandler(opaque, response_headers == "raw", is_connect), signal)
 
 
 def upgrade(dispatcher: Any, options: dict[str, Any]) -> UpgradeData:

@@ -35,10 +35,9 @@ from urllib.parse import quote, urlsplit
 from wsproto.extensions import Extension
 from wsproto.frame_protocol import CloseReason, Opcode, RsvBits
 
-from .._api.request import bind_signal
+from .._api.upgrade import SocketWaiter, wait_for_socket
 from .._core.headers import header_pairs
 from .._core.options import WebSocketOptions
-from .._runtime import Parker
 from ..errors import DOMException, ExperimentalWarning, InformationalError
 
 __all__ = [
@@ -349,33 +348,14 @@ def _warn_h2_once() -> None:
     )
 
 
-class _HandshakeHandler:
-    """The dispatch handler of one handshake attempt: parks the caller until the
-    connection hands over a socket (``101`` on HTTP/1.1, ``2xx`` on HTTP/2) or fails."""
+class _HandshakeHandler(SocketWaiter):
+    """One handshake attempt: the caller gets ``(status, headers, socket)`` once the
+    connection hands over a socket (``101`` on HTTP/1.1, ``2xx`` on HTTP/2)."""
 
-    __slots__ = ("parker", "controller", "abort_reason")
+    __slots__ = ()
 
-    def __init__(self) -> None:
-        self.parker = Parker()
-        self.controller: Any = None
-        self.abort_reason: BaseException | None = None
-
-    def abort(self, reason: BaseException) -> None:
-        if self.abort_reason is not None:
-            return
-        self.abort_reason = reason
-        if self.controller is not None:
-            self.controller.abort(reason)
-        else:
-            self.parker.set_exception(reason)
-
-    def on_request_start(self, controller: Any, context: Any) -> None:
-        self.controller = controller
-        if self.abort_reason is not None:
-            controller.abort(self.abort_reason)
-
-    def on_request_upgrade(self, controller: Any, status: int, headers: Any, socket: Any) -> None:
-        self.parker.set((status, headers, socket))
+    def _handed(self, controller: Any, status_code: int, headers: Any, socket: Any) -> Any:
+        return status_code, headers, socket
 
     def on_response_start(self, controller: Any, status: int, headers: Any, message: str) -> None:
         # Only HTTP/2 gets here: its driver hands a non-2xx answer to an
@@ -383,25 +363,10 @@ class _HandshakeHandler:
         if status >= 200:
             controller.abort(HandshakeError(f"the server answered {status} instead of 200"))
 
-    def on_response_data(self, controller: Any, chunk: bytes) -> None:
-        return None
-
-    def on_response_end(self, controller: Any, trailers: Any) -> None:
-        return None
-
-    def on_response_error(self, controller: Any, err: BaseException) -> None:
-        self.parker.set_exception(err)
-
 
 def _dispatch(dispatcher: Any, options: dict[str, Any], signal: Any) -> tuple[int, Any, Any]:
-    handler = _HandshakeHandler()
-    unbind = bind_signal(signal, handler.abort)
-    try:
-        dispatcher.dispatch(options, handler)
-        return handler.parker.get()  # type: ignore[no-any-return]
-    finally:
-        if unbind is not None:
-            unbind()
+    result: tuple[int, Any, Any] = wait_for_socket(dispatcher, options, _HandshakeHandler(), signal)
+    return result
 
 
 def perform(
