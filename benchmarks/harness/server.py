@@ -41,7 +41,7 @@ http {{
     uwsgi_temp_path {tmp}/uwsgi;
     scgi_temp_path {tmp}/scgi;
     default_type application/octet-stream;
-    keepalive_requests 100000;
+    keepalive_requests 100000000;
     keepalive_timeout 600s;
     sendfile on;
     tcp_nopush on;
