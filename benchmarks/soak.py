@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests" / "faults"))
+sys.path[:0] = [str(REPO / "tests" / "faults"), str(REPO / "tests")]  # faultkit, and the testkit it uses
 
 import gevent  # noqa: E402
 from faultkit import FaultyServer, LeakCheck, Outcomes  # noqa: E402

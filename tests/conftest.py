@@ -20,7 +20,6 @@ import shutil
 import socket as stdsocket
 import subprocess
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,6 @@ from typing import Any
 import gevent
 import gevent.event
 import gevent.hub
-import greenlet
 import pytest
 from gevent import socket as gsocket
 
@@ -37,15 +35,13 @@ import compiled  # imported before greenhttp: it decides which build of greenhtt
 import greenhttp
 from greenhttp import _global
 from testkit import (  # noqa: F401  (re-exported for the fixtures below)
+    LeakCheck,
     RecordedRequest,
     ScriptedServer,
     ServerConn,
     die_with_parent,
-    is_infrastructure,
-    open_fds,
     response,
     serve_forever,
-    settle_leaks,
     wait_for,
 )
 
@@ -256,31 +252,15 @@ def leak_check(request):
         yield
         return
     _warm_up()
-    gevent.sleep(0)
-    fds_before = open_fds()
-    seen: weakref.WeakSet[Any] = weakref.WeakSet()
-    me = greenlet.getcurrent()
-
-    def trace(event: str, args: Any) -> None:
-        if event in ("switch", "throw"):
-            origin, target = args
-            seen.add(origin)
-            seen.add(target)
-        if previous is not None:
-            previous(event, args)
-
-    previous = greenlet.settrace(trace)
+    check = LeakCheck()
+    check.start()
     try:
         yield
         # Everything the test made was closed by its fixtures; give gevent a bounded
-        # number of loop iterations to finish closing.
-        settle_leaks(
-            fds_before,
-            lambda: [g for g in list(seen) if not g.dead and g is not me and not is_infrastructure(g)],
-            2.0,
-        )
+        # time to finish closing.
+        check.settle(2.0)
     finally:
-        greenlet.settrace(previous)
+        check.stop()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -15,7 +15,8 @@ import socket as stdsocket
 import sys
 import time
 import traceback
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -407,19 +408,19 @@ class WsTalk:
 
 
 # ---------------------------------------------------------------------------
-# leak checks (the autouse fixtures of tests/, tests/interceptors, tests/websocket)
+# leak checks (the autouse fixtures of tests/, tests/interceptors, tests/websocket
+# and tests/faults, and benchmarks/soak.py)
 # ---------------------------------------------------------------------------
 
 
-def open_fds() -> set[int]:
-    """This process's open file descriptors."""
-    out = set()
+def open_fds() -> dict[int, str]:
+    """This process's open file descriptors and what they point to."""
+    out: dict[int, str] = {}
     for name in os.listdir("/proc/self/fd"):
         try:
-            os.readlink(f"/proc/self/fd/{name}")
-        except OSError:  # the listdir's own fd, closed by now
+            out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:  # the descriptor listdir itself used, closed since
             continue
-        out.add(int(name))
     return out
 
 
@@ -435,6 +436,26 @@ def live_greenlets() -> list[Any]:
         g for g in gc.get_objects()
         if isinstance(g, greenlet.greenlet) and not g.dead and not is_infrastructure(g)
     ]
+
+
+def leftovers(
+    fds_before: Iterable[int], new_greenlets: Callable[[], list[Any]], seconds: float
+) -> tuple[dict[int, str], list[Any]]:
+    """Give gevent up to ``seconds`` to finish closing what some work made; return the
+    file descriptors open now and not in ``fds_before`` (with their targets) and
+    ``new_greenlets()``: both empty when nothing leaked."""
+    before = set(fds_before)
+    deadline = time.monotonic() + seconds
+    attempt = 0
+    while True:
+        gevent.sleep(0.001 if attempt else 0)
+        if attempt:
+            gc.collect()
+        attempt += 1
+        fds = {fd: target for fd, target in open_fds().items() if fd not in before}
+        greenlets = new_greenlets()
+        if (not fds and not greenlets) or time.monotonic() > deadline:
+            return fds, greenlets
 
 
 _PYTEST_FRAME = re.compile(r"[/\\](_pytest|pluggy)[/\\]")
@@ -455,29 +476,63 @@ def _describe(g: Any) -> str:
     return "\n".join(lines)
 
 
-def settle_leaks(fds_before: set[int], new_greenlets: Callable[[], list[Any]], seconds: float) -> None:
-    """Let gevent finish closing what a test made, for up to ``seconds``; then fail
-    if a file descriptor not in ``fds_before`` is open or ``new_greenlets()`` is not
-    empty, naming each fd's target and where each greenlet was spawned."""
-    deadline = time.monotonic() + seconds
-    attempt = 0
-    while True:
-        gevent.sleep(0.001 if attempt else 0)
-        if attempt:
-            gc.collect()
-        attempt += 1
-        fds = open_fds() - fds_before
-        greenlets = new_greenlets()
-        if not fds and not greenlets:
-            return
-        if time.monotonic() > deadline:
-            targets = {fd: _readlink(fd) for fd in sorted(fds)}
-            described = "\n".join(_describe(g) for g in greenlets)
-            raise AssertionError(f"leak: new fds {targets}, new greenlets:\n{described}")
+def describe_leaks(fds: dict[int, str], greenlets: list[Any]) -> str:
+    """What :func:`leftovers` found, each greenlet with where it was spawned."""
+    described = "\n".join(_describe(g) for g in greenlets)
+    return f"leak: new fds {fds}, new greenlets:\n{described}"
 
 
-def _readlink(fd: int) -> str:
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return "?"
+def settle_leaks(fds_before: Iterable[int], new_greenlets: Callable[[], list[Any]], seconds: float) -> None:
+    """:func:`leftovers`, failing (``AssertionError``) when anything is left."""
+    fds, greenlets = leftovers(fds_before, new_greenlets, seconds)
+    if fds or greenlets:
+        raise AssertionError(describe_leaks(fds, greenlets))
+
+
+class LeakCheck:
+    """Open fds and greenlets that ran during a block of work and are still alive after it.
+
+    ``start()`` before, ``leaks(timeout)`` (or ``settle(timeout)``, which fails)
+    after, ``stop()`` at the end. Greenlets are tracked with ``greenlet.settrace``
+    (weakly: every greenlet that switches is remembered), so the cost does not
+    grow with the heap; one that never ran is no leak.
+    """
+
+    def __init__(self) -> None:
+        self._fds: set[int] = set()
+        self._seen: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._previous: Any = None
+        self._me: Any = None
+
+    def start(self) -> None:
+        gevent.sleep(0)
+        self._fds = set(open_fds())
+        self._me = greenlet.getcurrent()
+        seen = self._seen
+
+        def trace(event: str, args: Any) -> None:
+            if event in ("switch", "throw"):
+                seen.add(args[0])
+                seen.add(args[1])
+            if previous is not None:
+                previous(event, args)
+
+        previous = self._previous = greenlet.settrace(trace)
+
+    def stop(self) -> None:
+        greenlet.settrace(self._previous)
+
+    def _live(self) -> list[Any]:
+        me = greenlet.getcurrent()
+        return [
+            g for g in list(self._seen)
+            if not g.dead and g is not me and g is not self._me and not is_infrastructure(g)
+        ]
+
+    def leaks(self, timeout: float = 2.0) -> tuple[dict[int, str], list[Any]]:
+        """``(new_fds, live_greenlets)`` after up to ``timeout`` seconds of settling."""
+        return leftovers(self._fds, self._live, timeout)
+
+    def settle(self, timeout: float = 2.0) -> None:
+        """:meth:`leaks`, failing (``AssertionError``) when anything is left."""
+        settle_leaks(self._fds, self._live, timeout)

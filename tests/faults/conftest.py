@@ -25,7 +25,7 @@ from typing import Any
 import gevent
 import pytest
 import trustme
-from faultkit import FaultyServer, HubErrors, LeakCheck
+from faultkit import FaultyServer, guarded
 from h2fault import H2FaultServer
 
 import greenhttp
@@ -34,18 +34,8 @@ import greenhttp
 @pytest.fixture(autouse=True)
 def fault_leak_check():
     """No fd or greenlet outlives the test, and no greenlet died of an exception."""
-    check = LeakCheck()
-    crashes = HubErrors()
-    check.start()
-    crashes.start()
-    try:
+    with guarded() as check:
         yield check
-        fds, live = check.leaks()
-    finally:
-        crashes.stop()
-        check.stop()
-    assert not fds and not live, f"leak: new fds {fds}, live greenlets {live}"
-    assert not crashes.errors, f"greenlets died of exceptions: {crashes.errors}"
 
 
 def _destroying(cls: Any):

@@ -1,7 +1,7 @@
 """Fault injection for the reliability tests and the soak: misbehaving servers, leak checks.
 
 Nothing here imports pytest, so ``benchmarks/soak.py`` uses the same pieces
-(it puts ``tests/faults`` on ``sys.path``).
+(it puts ``tests`` and ``tests/faults`` on ``sys.path``).
 
 * :func:`rst` closes a socket with a TCP reset instead of a FIN.
 * :class:`FaultyServer` is a loopback HTTP/1.1 server whose connections each
@@ -11,9 +11,10 @@ Nothing here imports pytest, so ``benchmarks/soak.py`` uses the same pieces
   check that every injected fault shows up as a documented error and every
   clean answer as a success.
 * :class:`Outcomes` tallies requests by result class.
-* :class:`LeakCheck` compares open file descriptors and live greenlets
-  before and after a block of work; :class:`HubErrors` collects the
-  exceptions that killed a greenlet meanwhile.
+* :class:`LeakCheck` (from ``tests/testkit.py``) compares open file
+  descriptors and live greenlets before and after a block of work;
+  :class:`HubErrors` collects the exceptions that killed a greenlet
+  meanwhile.
 
 Every loop is bounded and every greenlet the server starts ends when
 :meth:`FaultyServer.stop` returns.
@@ -21,30 +22,27 @@ Every loop is bounded and every greenlet the server starts ends when
 
 from __future__ import annotations
 
-import gc
-import os
 import random
 import socket as stdsocket
 import struct
-import time
-import weakref
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import gevent
 import gevent.hub
-import greenlet
 from gevent.server import StreamServer
-from gevent.threadpool import _WorkerGreenlet
 
 from greenhttp import errors
+from testkit import LeakCheck, open_fds
 
 __all__ = [
     "BEHAVIOURS",
     "DOCUMENTED_ERRORS",
     "EXPECTED_ERROR",
     "FaultyServer",
+    "guarded",
     "HubErrors",
     "LeakCheck",
     "Outcomes",
@@ -351,71 +349,19 @@ class HubErrors:
             del self._hub.handle_error
 
 
-def open_fds() -> dict[int, str]:
-    """This process's open file descriptors and what they point to."""
-    out: dict[int, str] = {}
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:  # the descriptor listdir itself used, closed since
-            continue
-    return out
-
-
-def _ignored(g: Any) -> bool:
-    return g.parent is None or isinstance(g, (gevent.hub.Hub, _WorkerGreenlet))
-
-
-class LeakCheck:
-    """Open fds and greenlets that ran during a block of work and are still alive after it.
-
-    ``start()`` before, ``leaks(timeout)`` after: it gives gevent a bounded
-    time to finish closing and returns ``(new_fds, live_greenlets)``, both
-    empty when nothing leaked. Greenlets are tracked with
-    ``greenlet.settrace`` (weakly), so the cost does not grow with the heap.
-    """
-
-    def __init__(self) -> None:
-        self._fds: set[int] = set()
-        self._seen: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._previous: Any = None
-        self._me: Any = None
-
-    def start(self) -> None:
-        gevent.sleep(0)
-        self._fds = set(open_fds())
-        self._me = greenlet.getcurrent()
-        seen = self._seen
-
-        def trace(event: str, args: Any) -> None:
-            if event in ("switch", "throw"):
-                seen.add(args[0])
-                seen.add(args[1])
-            if previous is not None:
-                previous(event, args)
-
-        previous = self._previous = greenlet.settrace(trace)
-
-    def stop(self) -> None:
-        greenlet.settrace(self._previous)
-
-    def _live(self) -> list[Any]:
-        me = greenlet.getcurrent()
-        return [
-            g
-            for g in list(self._seen)
-            if not g.dead and g is not me and g is not self._me and not _ignored(g)
-        ]
-
-    def leaks(self, timeout: float = 2.0) -> tuple[dict[int, str], list[Any]]:
-        deadline = time.monotonic() + timeout
-        attempt = 0
-        while True:
-            gevent.sleep(0.001 if attempt else 0)
-            if attempt:
-                gc.collect()
-            attempt += 1
-            fds = {fd: path for fd, path in open_fds().items() if fd not in self._fds}
-            live = self._live()
-            if (not fds and not live) or time.monotonic() > deadline:
-                return fds, live
+@contextmanager
+def guarded() -> Iterator[LeakCheck]:
+    """Around a block of work: no fd or greenlet outlives it (:class:`LeakCheck`,
+    two seconds of settling) and no greenlet dies of an exception meanwhile
+    (:class:`HubErrors`); ``AssertionError`` otherwise. Yields the leak check."""
+    check = LeakCheck()
+    crashes = HubErrors()
+    check.start()
+    crashes.start()
+    try:
+        yield check
+        check.settle()
+    finally:
+        crashes.stop()
+        check.stop()
+    assert not crashes.errors, f"greenlets died of exceptions: {crashes.errors}"

@@ -18,20 +18,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "faults"))
 
-from faultkit import HubErrors, LeakCheck  # noqa: E402
+from faultkit import guarded  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def fuzz_leak_check():
-    check = LeakCheck()
-    crashes = HubErrors()
-    check.start()
-    crashes.start()
-    try:
+    with guarded():
         yield
-        fds, live = check.leaks()
-    finally:
-        crashes.stop()
-        check.stop()
-    assert not fds and not live, f"leak: new fds {fds}, live greenlets {live}"
-    assert not crashes.errors, f"greenlets died of exceptions: {crashes.errors}"
