@@ -222,6 +222,16 @@ def test_a_declared_length_that_disagrees_with_a_known_body_fails_before_sending
     assert seen["content-length"] == ["3"] and seen["body"] == b"abc"
 
 
+@pytest.mark.parametrize("body", [None, b"", "", Blob([])], ids=["none", "bytes", "str", "blob"])
+def test_an_empty_body_is_sent_with_its_real_length_whatever_length_was_declared(peer, body):
+    # As the original: a declared length is checked against a known body length > 0 only.
+    seen = send(peer, method="POST", body=body, headers={"content-length": "5"})
+    assert seen["method"] == "POST"
+    assert seen["content-length"] == ["0"] and seen["body"] == b""
+    seen = send(peer, method="DELETE", path="/d", body=body, headers={"content-length": "5"})
+    assert seen["content-length"] == [] and seen["body"] == b""
+
+
 @pytest.mark.parametrize("declared", ["2", "10"])
 def test_a_streamed_body_that_disagrees_with_its_declared_length_fails_and_the_client_recovers(peer, declared):
     with gevent.Timeout(T), pytest.raises(errors.RequestContentLengthMismatchError):

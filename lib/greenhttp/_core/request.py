@@ -367,7 +367,9 @@ class Request:
 
         The dispatcher decides: with ``strict_content_length`` the request
         fails with RequestContentLengthMismatchError; without, the real
-        length is sent (never a wrong one).
+        length is sent (never a wrong one). As in the original, an empty or
+        missing body is never a mismatch: its real length, 0, is sent (for a
+        method that expects a payload; none at all for the others).
         """
         body = self.body
         declared = self.content_length
@@ -379,7 +381,7 @@ class Request:
             actual = body.length
         else:
             actual = 0
-        if actual is not None and actual != declared:
+        if actual and actual != declared:  # (0 or None: nothing to check, see above)
             self.length_mismatch = True
 
     # -- the guard: drivers call these -------------------------------------
