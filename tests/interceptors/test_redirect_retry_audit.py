@@ -757,6 +757,64 @@ def test_a_handler_pausing_at_the_head_of_a_held_response_stays_paused(routes, m
     assert rec.body == b"busy"
 
 
+@pytest.mark.parametrize("interceptor", ["redirect", "retry"])
+def test_every_callback_comes_with_the_controller_the_request_started_with(
+    routes, make_client, recorder, interceptor
+):
+    # Both handlers send their request more than once and hand themselves downstream as
+    # the controller: the same object in every callback, steering the current hop or
+    # attempt (a pause through it holds that hop's body).
+    answers = iter([("503 Service Unavailable", b"busy"), ("200 OK", b"final")])
+
+    def flaky_once(conn, req):
+        status, body = next(answers)
+        conn.respond(body, status=status)
+
+    server = routes({"/a": _to("/b"), "/b": _ok(), "/r": flaky_once})
+
+    class Checking(recorder):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def on_request_start(self, controller, context):
+            super().on_request_start(controller, context)
+            self.seen.append(controller)
+
+        def on_response_start(self, controller, status_code, headers, status_message):
+            super().on_response_start(controller, status_code, headers, status_message)
+            self.seen.append(controller)
+            assert controller.raw_headers is not None
+            controller.pause()
+
+            def later():
+                self.calls.append(("resume",))
+                controller.resume()
+
+            gevent.spawn_later(0.05, later)
+
+        def on_response_data(self, controller, chunk):
+            super().on_response_data(controller, chunk)
+            self.seen.append(controller)
+
+        def on_response_end(self, controller, trailers):
+            self.seen.append(controller)
+            super().on_response_end(controller, trailers)
+
+    rec = Checking()
+    if interceptor == "redirect":
+        made, path = interceptors.redirect(max_redirections=2), "/a"
+    else:
+        made, path = _fast(max_retries=1), "/r"
+    make_client(server.origin).compose(made).dispatch({"path": path, "method": "GET"}, rec)
+    assert rec.done.wait(5), rec.calls
+    assert rec.error is None and rec.body == b"final"
+    assert [c[0] for c in rec.calls if c[0] != "start"] == ["response_start", "resume", "data", "end"]
+    assert len(rec.seen) >= 4
+    assert all(c is rec.seen[0] for c in rec.seen), rec.seen
+    assert len(server.requests) == 2
+
+
 @pytest.mark.parametrize(
     "opts",
     [{"retry_options": {"max_retries": -1}}, {"retry_options": {"nope": 1}}, {"retry_options": [1]},

@@ -10,9 +10,10 @@ is read, so it never costs the connection either.
 The downstream handler sees ``on_request_start`` once per hop, with a
 context whose ``"history"`` is the list of URLs requested so far (the same
 list object each time, so at the end it holds every hop, the final URL last).
-The controller it gets there is this handler, which steers the current hop:
-an abort while the next hop waits to start (for a connection) fails the
-request at once, and that hop is aborted when it starts.
+The controller it gets there, and in every later callback, is this
+handler, which steers the current hop: an abort while the next hop waits
+to start (for a connection) fails the request at once, and that hop is
+aborted when it starts.
 """
 
 from __future__ import annotations
@@ -105,14 +106,14 @@ class RedirectHandler(SteeringController, DecoratorHandler):
         if self._done:
             return
         if status_code < 200:
-            super().on_response_start(controller, status_code, headers, status_message)
+            super().on_response_start(self, status_code, headers, status_message)
             return
         self.history.append(self._url())
         decision = next_hop(
             status_code, headers, self.opts, self.options, self.history, replayable(self.opts.get("body"))
         )
         if decision is None:
-            super().on_response_start(controller, status_code, headers, status_message)
+            super().on_response_start(self, status_code, headers, status_message)
         elif isinstance(decision, Hop):
             self._next = decision
         else:
@@ -121,18 +122,18 @@ class RedirectHandler(SteeringController, DecoratorHandler):
     def on_response_data(self, controller: Any, chunk: bytes) -> None:
         # RFC 9110 §15.4: a redirect's body is only a hint for humans; it is dropped.
         if self._next is None and self._error is None and not self._done:
-            super().on_response_data(controller, chunk)
+            super().on_response_data(self, chunk)
 
     def on_response_end(self, controller: Any, trailers: Any) -> None:
         if self._done:
             return
         error, self._error = self._error, None
         if error is not None:
-            self.on_response_error(controller, error)
+            self.on_response_error(self, error)
             return
         hop, self._next = self._next, None
         if hop is None:
-            super().on_response_end(controller, trailers)
+            super().on_response_end(self, trailers)
             self.handler = None  # the downstream handler holds this controller: no cycle left
             return
         self.opts = hop.opts
@@ -140,15 +141,15 @@ class RedirectHandler(SteeringController, DecoratorHandler):
         try:
             self.dispatch(hop.opts, self)
         except Exception as exc:
-            self.on_response_error(controller, exc)
+            self.on_response_error(self, exc)
 
     def on_response_error(self, controller: Any, err: BaseException) -> None:
         if not self._done and self.handler is not None:
             self._between = False
-            super().on_response_error(controller, err)
+            super().on_response_error(self, err)
             self.handler = None
 
     def on_request_upgrade(self, controller: Any, status_code: int, headers: Any, socket: Any) -> None:
         if not self._done:
-            super().on_request_upgrade(controller, status_code, headers, socket)
+            super().on_request_upgrade(self, status_code, headers, socket)
             self.handler = None
