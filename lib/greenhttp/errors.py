@@ -408,11 +408,35 @@ class WebSocketError(DOMException):
             raise DOMException(f"reason must be at most 123 UTF-8 bytes, got {size}", "SyntaxError")
         if code is None and reason:
             code = 1000
-        self.close_code: int | None = code
-        self.reason: str = reason
+        self._close_code: int | None = code
+        self._reason: str = reason
+
+    @classmethod
+    def _closed_with(cls, message: str, code: int | None, reason: str = "") -> WebSocketError:
+        """One the library reports: its code may be one the constructor refuses
+        (1002, 1006…), as it was received or decided, not given by a user."""
+        err = cls(message)
+        err._close_code = code
+        err._reason = reason
+        return err
+
+    @property
+    def close_code(self) -> int | None:
+        """The close code (read-only), or None."""
+        return self._close_code
+
+    @property
+    def reason(self) -> str:
+        """The close reason (read-only), "" without one."""
+        return self._reason
 
     def __reduce__(self) -> Any:
-        return (self.__class__, (self.message, {"close_code": self.close_code, "reason": self.reason}))
+        return (_rebuild_websocket_error, (self.__class__, self.message, self._close_code, self._reason))
+
+
+def _rebuild_websocket_error(cls: type[WebSocketError], message: str, code: int | None, reason: str) -> WebSocketError:
+    """Unpickle a :class:`WebSocketError`, whatever its code (see ``_closed_with``)."""
+    return cls._closed_with(message, code, reason)
 
 
 class ExperimentalWarning(Warning):

@@ -98,6 +98,8 @@ def test_rsv1_on_a_continuation_fails_with_1002(ws_server, record):
     frames = [frame(1, body[:5], fin=False, rsv=0x40), frame(0, body[5:], rsv=0x40)]
     rec, sent = run(ws_server, record, frames, extensions=PMD)
     failed_with(rec, sent, 1002)
+    # The error says why: wsproto's own message for an extension's refusal says nothing.
+    assert str(rec.events[-2].error) == "RSV1 set on a continuation frame"
 
 
 def test_rsv1_on_a_control_frame_fails_with_1002(ws_server, record):
@@ -108,6 +110,7 @@ def test_rsv1_on_a_control_frame_fails_with_1002(ws_server, record):
 def test_data_that_does_not_inflate_fails_with_1007(ws_server, record):
     rec, sent = run(ws_server, record, [frame(1, b"\xff\xff\xff\xff", rsv=0x40)], extensions=PMD)
     failed_with(rec, sent, 1007)
+    assert str(rec.events[-2].error).startswith("a compressed message does not inflate: ")
 
 
 def test_compressed_invalid_utf8_fails_with_1007(ws_server, record):
@@ -137,6 +140,7 @@ def test_decompression_bomb_fails_with_1009(ws_server, record, make_client):
     assert sent[0].close_code == 1009
     assert rec.messages == []
     assert len(bomb) < 1_000_000
+    assert str(rec.events[-2].error) == "a message larger than max_payload_size=1000000 bytes"
 
 
 def test_compressed_frame_payload_over_the_limit_fails_before_it_is_read(

@@ -256,6 +256,7 @@ def test_max_payload_size_counts_all_fragments(ws_server, record, make_client):
     rec.wait_closed()
     assert sent[0].close_code == 1009
     assert rec.messages == []
+    assert str(rec.events[-2].error) == "a message larger than max_payload_size=100 bytes"
 
 
 def test_a_message_at_the_limit_is_delivered(ws_server, record, make_client):
@@ -291,6 +292,7 @@ def test_max_fragments(ws_server, record, make_client):
     rec.wait_closed()
     assert rec.messages == ["abc"]
     assert rec.events[-2].error.close_code == 1008
+    assert str(rec.events[-2].error) == "a message in more than max_fragments=3 frames"
     assert not server.errors
 
 

@@ -97,6 +97,19 @@ def test_debug_lines(ws_server, record, caplog):
     assert f"closed connection to {server.url('/dbg')} - 4000 done" in lines
 
 
+def test_a_handshake_answered_without_101_logs_the_response_before_failing(ws_server, record, caplog):
+    # Spec 6.3: "received response to <METHOD> <url> - HTTP <status>" for the final head;
+    # an answer to an upgrade that refuses it is one, logged before the upgrade fails.
+    server = ws_server(response=lambda req: b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+    with caplog.at_level(logging.DEBUG, logger="greenhttp"):
+        rec = record(WebSocket(server.url("/nope")))
+        rec.wait_closed()
+    lines = [r.getMessage() for r in caplog.records if r.name == "greenhttp"]
+    http_url = server.url("/nope").replace("ws://", "http://", 1)
+    assert f"received response to GET {http_url} - HTTP 404" in lines, lines
+    assert rec.types == ["error", "close"]
+
+
 def _run_with_debug(server, value):
     """Run a WebSocket session (open, close) in a child with GREENHTTP_DEBUG=value;
     its pid and stderr."""

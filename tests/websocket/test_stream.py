@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import gevent
 import pytest
 from wsutil import close_frame, frame
@@ -261,6 +263,30 @@ def test_websocket_error_refuses_an_unknown_init_field(init):
     # rather than silently making an error with no close code.
     with pytest.raises(TypeError, match="unknown WebSocketError init field"):
         WebSocketError("x", init)
+
+
+def test_a_websocket_errors_close_code_and_reason_are_read_only_and_survive_pickling(ws_server):
+    # Spec 2.7: closeCode and reason are read-only, on one made by the user and on one
+    # the library reports (whose code, 1006 here, the constructor would refuse).
+    def script(peer):
+        peer.conn.close()
+
+    made = WebSocketError("mine", {"close_code": 4000, "reason": "r"})
+    s = WebSocketStream(ws_server(script).url())
+    s.opened.get(timeout=5)
+    with pytest.raises(WebSocketError) as info:
+        s.closed.get(timeout=5)
+    reported = info.value
+    assert (reported.close_code, reported.reason) == (1006, "")
+    for err, fields in ((made, (4000, "r")), (reported, (1006, ""))):
+        with pytest.raises(AttributeError):
+            err.close_code = 5
+        with pytest.raises(AttributeError):
+            err.reason = "other"
+        assert (err.close_code, err.reason) == fields
+        again = pickle.loads(pickle.dumps(err))
+        assert type(again) is WebSocketError
+        assert (again.close_code, again.reason, again.message, again.name) == (*fields, err.message, "WebSocketError")
 
 
 @pytest.mark.parametrize("info", ["x", "ab", 5, [("close_code", 1000)]])

@@ -509,6 +509,10 @@ class H1Connection:
             return req.on_headers(status, headers, reason)
         if req.special:
             if req.upgrade is not None:
+                # A final answer to an upgrade: reported as a response (so is it in the
+                # original), then the upgrade fails.
+                if _DEBUG_MAYBE() and _DEBUG():
+                    self._log_head(req, status)
                 raise SocketError("bad upgrade", self._socket_info())
             if req.expect_continue:
                 cont = self._continue
@@ -545,9 +549,13 @@ class H1Connection:
             else:
                 self._keep_alive_hint(hint)
         if _DEBUG_MAYBE() and _DEBUG():
-            _debug.core.debug(
-                "received response to %s %s%s - HTTP %d", req.method, client._origin.origin, req.path, status
-            )
+            self._log_head(req, status)
+
+    def _log_head(self, req: Request, status: int) -> None:
+        """The debug line for a final response head (debug logging is on)."""
+        _debug.core.debug(
+            "received response to %s %s%s - HTTP %d", req.method, self.client._origin.origin, req.path, status
+        )
 
     def _keep_alive_hint(self, hint: str | list[str]) -> None:
         """A response's ``keep-alive: timeout=N`` hint bounds how long the socket idles."""

@@ -451,7 +451,8 @@ class InboundPolicy(Extension):
     ``max_fragments`` frames in one message, 1009 past ``max_payload_size``
     bytes (a message's payload; a compressed frame's payload; an inflated
     message), 1002 for RSV1 where RFC 7692 §6.1 forbids it, 1007 for data
-    that does not inflate. A limit of 0 is no limit.
+    that does not inflate. A limit of 0 is no limit. :attr:`failure` then
+    says why in words (wsproto's own message is only "error in extension").
     """
 
     name = "greenhttp-inbound-policy"  # never offered: it rides on the negotiated state
@@ -469,6 +470,11 @@ class InboundPolicy(Extension):
         self._fragments = 0
         self._size = 0
         self._deflated = 0  # payload bytes of the compressed message being read
+        self.failure = ""  # why the last CloseReason was returned
+
+    def _refuse(self, reason: CloseReason, failure: str) -> CloseReason:
+        self.failure = failure
+        return reason
 
     def enabled(self) -> bool:
         return True
@@ -485,7 +491,8 @@ class InboundPolicy(Extension):
         self._data = True
         if opcode is Opcode.CONTINUATION:
             if rsv.rsv1:
-                return CloseReason.PROTOCOL_ERROR  # RFC 7692 §6.1: only on the first frame
+                # RFC 7692 §6.1: only on the first frame
+                return self._refuse(CloseReason.PROTOCOL_ERROR, "RSV1 set on a continuation frame")
         else:
             self._fragments = 0
             self._size = 0
@@ -493,16 +500,18 @@ class InboundPolicy(Extension):
             self._compressed = self.deflate and rsv.rsv1
         self._fragments += 1
         if self.max_fragments and self._fragments > self.max_fragments:
-            return CloseReason.POLICY_VIOLATION
+            return self._refuse(
+                CloseReason.POLICY_VIOLATION, f"a message in more than max_fragments={self.max_fragments} frames"
+            )
         limit = self.max_payload_size
         if limit:
             if self._compressed:
                 if payload_length > limit:
-                    return CloseReason.MESSAGE_TOO_BIG
+                    return self._too_big()
             else:
                 self._size += payload_length
                 if self._size > limit:
-                    return CloseReason.MESSAGE_TOO_BIG
+                    return self._too_big()
         return _RSV1 if self.deflate else _NO_RSV
 
     def frame_inbound_payload_data(self, proto: Any, data: bytes) -> Any:
@@ -534,9 +543,14 @@ class InboundPolicy(Extension):
                 out = inflater.decompress(data, limit - self._size + 1)
             else:
                 out = inflater.decompress(data)
-        except zlib.error:
-            return CloseReason.INVALID_FRAME_PAYLOAD_DATA
+        except zlib.error as exc:
+            return self._refuse(CloseReason.INVALID_FRAME_PAYLOAD_DATA, f"a compressed message does not inflate: {exc}")
         self._size += len(out)
         if limit and (self._size > limit or inflater.unconsumed_tail):
-            return CloseReason.MESSAGE_TOO_BIG
+            return self._too_big()
         return out
+
+    def _too_big(self) -> CloseReason:
+        return self._refuse(
+            CloseReason.MESSAGE_TOO_BIG, f"a message larger than max_payload_size={self.max_payload_size} bytes"
+        )

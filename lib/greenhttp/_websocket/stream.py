@@ -291,8 +291,7 @@ class WebSocketStream:
             if aborted:
                 failure: BaseException = _reason(signal)
             else:
-                failure = WebSocketError("Socket never opened")
-                failure.close_code, failure.reason = code, reason
+                failure = WebSocketError._closed_with("Socket never opened", code, reason)
                 if error is not None:
                     failure.__cause__ = error
             self.opened.set_exception(failure)
@@ -303,8 +302,7 @@ class WebSocketStream:
             self._readable._finish(None)
             self.closed.set(CloseInfo(close_code=code, reason=reason))
             return
-        unclean = WebSocketError("unclean close")
-        unclean.close_code, unclean.reason = code, reason
+        unclean = WebSocketError._closed_with("unclean close", code, reason)
         if error is not None:
             unclean.__cause__ = error
         self._readable._finish(unclean)

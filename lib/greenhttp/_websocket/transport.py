@@ -177,6 +177,7 @@ class Session:
         self._user_signal = signal
         self._transport: Transport | None = None
         self._decoder: FrameDecoder | None = None
+        self._policy: InboundPolicy | None = None  # the decoder's limits and inflation
         self._messages = MessageDecoder()
         self._parts: list[Any] = []
         self._wqueue: deque[tuple[Any, int, bool, Parker | None]] = deque()
@@ -245,17 +246,10 @@ class Session:
             # socket underneath gets the transport's fast path.
             head, sock = sock._head, sock._sock
         self._transport = Transport(sock)
-        self._decoder = FrameDecoder(
-            client=True,
-            extensions=[
-                InboundPolicy(
-                    self.max_fragments,
-                    self.max_payload_size,
-                    negotiated.deflate,
-                    negotiated.reset_context,
-                )
-            ],
+        self._policy = InboundPolicy(
+            self.max_fragments, self.max_payload_size, negotiated.deflate, negotiated.reset_context
         )
+        self._decoder = FrameDecoder(client=True, extensions=[self._policy])
         self.negotiated = negotiated
         self.state = OPEN
         if _debug.enabled(_debug.websocket):
@@ -346,7 +340,10 @@ class Session:
                 error: BaseException | None = None
                 if code == CloseReason.MESSAGE_TOO_BIG:
                     error = MessageSizeExceededError()
-                self.fail(int(code), _REASONS.get(code, "protocol error"), error, detail=str(exc))
+                # Refused by the policy: wsproto says only "error in extension".
+                policy = self._policy
+                detail = policy.failure if policy is not None and policy.failure else str(exc)
+                self.fail(int(code), _REASONS.get(code, "protocol error"), error, detail=detail)
             except UnicodeDecodeError as exc:
                 self.fail(
                     1007, "invalid payload data", detail=f"a text message is not UTF-8: {exc}"
@@ -604,10 +601,8 @@ def _failure(
     message: str, code: int, cause: BaseException | None = None, reason: str = ""
 ) -> WebSocketError:
     """A WebSocketError for a failed connection; its code may be one that
-    ``WebSocketError``'s constructor refuses (1002, 1006…), so it is set after."""
-    err = WebSocketError(message)
-    err.close_code = code
-    err.reason = reason
+    ``WebSocketError``'s constructor refuses (1002, 1006…)."""
+    err = WebSocketError._closed_with(message, code, reason)
     if cause is not None:
         err.__cause__ = cause
     return err
