@@ -319,7 +319,8 @@ def test_close_fans_out_and_then_refuses(make_server, make_agent):
     assert a.conns[0].eof.wait(5) and b.conns[0].eof.wait(5)
     with pytest.raises(errors.ClientDestroyedError):
         get(agent, a.origin)
-    agent.close()  # again: harmless
+    with pytest.raises(errors.ClientDestroyedError):  # REFERENCE §1.9: a finished close destroyed it
+        agent.close()
 
 
 def test_destroy_fails_running_requests(make_server, make_agent):

@@ -652,7 +652,8 @@ def test_pool_close_refuses_new_requests_at_once_and_destroy_defaults_to_destroy
         second.get()
         assert [h.body for h in handlers[:2]] == [b"/0", b"/1"]
         assert pool.destroyed
-        pool.close()  # a finished close: again is a no-op
+        with pytest.raises(errors.ClientDestroyedError):  # a finished close destroyed it
+            pool.close()
 
         gated.gate.clear()
         pool2 = greenhttp.Pool(server.origin, connections=1)

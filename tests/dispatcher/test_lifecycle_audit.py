@@ -444,7 +444,8 @@ def test_pool_close_twice_concurrently_and_destroy_after(make_server):
             assert g.get() is None
     assert [r.body for r in recs] == [b"/0", b"/1", b"/2"]
     assert pool.destroyed
-    pool.close()  # after a finished close: returns
+    with pytest.raises(errors.ClientDestroyedError):  # a finished close destroyed it, as Client's
+        pool.close()
     pool.destroy()
     late2 = Rec()
     pool.dispatch({"path": "/", "method": "GET"}, late2)
@@ -495,7 +496,8 @@ def test_agent_routes_by_origin_and_forgets_idle_origins(make_server):
     finally:
         agent.close()
     assert agent.destroyed
-    agent.close()
+    with pytest.raises(errors.ClientDestroyedError):  # a finished close destroyed it
+        agent.close()
     late = Rec()
     agent.dispatch({"origin": s1.origin, "path": "/", "method": "GET"}, late)
     assert [type(e) for e in late.errors] == [errors.ClientDestroyedError]

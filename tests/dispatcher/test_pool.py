@@ -651,7 +651,8 @@ def test_close_waits_for_queued_requests_then_refuses(make_server, make_pool):
     assert [g.get(timeout=1) for g in greenlets] == [b"/0", b"/1", b"/2", b"/3"]
     assert pool.destroyed
     assert server.conns[0].eof.wait(5)
-    pool.close()  # closing again is harmless
+    with pytest.raises(errors.ClientDestroyedError):  # a finished close destroyed it (REFERENCE §1.9)
+        pool.close()
     with pytest.raises(errors.ClientDestroyedError):
         get(pool)
 

@@ -92,7 +92,6 @@ class Agent(Dispatcher):
         self._retiring: list[Any] = []
         self._closed = False
         self._destroyed = False
-        self._closed_cleanly = False  # destroyed by a finished close(), not by destroy()
         # The origins' "drain" is forwarded once somebody listens to the agent's: a
         # pool under load drains once per request, and nobody would hear it.
         self._forwards_drain = False
@@ -233,13 +232,14 @@ class Agent(Dispatcher):
 
         Blocks the calling greenlet until all are closed (or, with
         ``callback``, returns at once and calls ``callback(err, None)``).
+        Raises :class:`ClientDestroyedError` once the agent is destroyed: by
+        ``destroy()``, or by a ``close()`` that finished.
         """
         if callback is not None:
             run_with_callback(self.close, callback)
             return None
         if self._destroyed:
-            if self._closed_cleanly:
-                return None
+            # Destroyed, also by a close() that finished (REFERENCE §1.9, as Client).
             raise ClientDestroyedError()
         self._closed = True
         # A second close() meanwhile closes the same dispatchers, so it waits for them too.
@@ -252,7 +252,7 @@ class Agent(Dispatcher):
             self._dispatchers.clear()
             self._routes.clear()
             self._origins.clear()
-            self._destroyed = self._closed_cleanly = True
+            self._destroyed = True
         return None
 
     def destroy(self, err: BaseException | None = None, callback: Callable[..., Any] | None = None) -> None:

@@ -73,8 +73,8 @@ class PoolBase(Dispatcher):
 
         Blocks the calling greenlet until done (or, with ``callback``, returns at
         once and calls ``callback(err, None)`` when done). Calling it again
-        waits for the same close. Raises :class:`ClientDestroyedError` if the
-        pool was destroyed first.
+        waits for the same close. Raises :class:`ClientDestroyedError` once the
+        pool is destroyed: by ``destroy()``, or by a ``close()`` that finished.
         """
         if callback is not None:
             run_with_callback(self.close, callback)

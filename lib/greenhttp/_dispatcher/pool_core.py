@@ -101,7 +101,6 @@ class PoolCore:
         self._closed = False
         self._destroyed = False
         self._closing = False  # a close() is at work
-        self._closed_cleanly = False  # destroyed by a finished close(), not by destroy()
         self._queue_waiters: list[Parker] = []  # close() waiting for the queue to empty
         self._close_waiters: list[Parker] = []  # later close() calls waiting for the first
 
@@ -387,8 +386,7 @@ class PoolCore:
     def close(self) -> None:
         """``Pool.close()`` without a callback: blocks until every member has closed."""
         if self._destroyed and not self._closing:
-            if self._closed_cleanly:
-                return None
+            # Destroyed, also by a close() that finished (REFERENCE §1.9, as Client).
             raise ClientDestroyedError()
         self._closed = True
         while self._closing:
@@ -409,7 +407,7 @@ class PoolCore:
                 except (ClientDestroyedError, ClientClosedError):
                     pass
             if not self._destroyed:
-                self._destroyed = self._closed_cleanly = True
+                self._destroyed = True
         finally:
             # Also when interrupted (a gevent.Timeout around close()): a waiting
             # close() then takes over.
