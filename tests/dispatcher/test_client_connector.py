@@ -346,6 +346,30 @@ def test_tls_session_resumed_on_reset_request(
     assert [c.session_reused for c in srv.conns] == [False, True]
 
 
+@pytest.mark.parametrize("cls", [greenhttp.Client, greenhttp.Pool])
+def test_a_connector_wrapped_in_a_function_still_resumes_tls13_sessions(
+    ca: trustme.CA, make_tls_server: Any, cls: Any
+) -> None:
+    # A TLS 1.3 ticket comes after the handshake; the dispatcher cannot ask a wrapper to
+    # store it, so the socket's maker (found by the socket) does.
+    srv = make_tls_server(version=ssl.TLSVersion.TLSv1_3, close=True)
+    base = greenhttp.build_connector(cadata=ca.cert_pem.bytes().decode())
+    checked = []
+
+    def wrapper(options: dict[str, Any], callback: Any = None) -> Any:
+        sock = base(options)
+        checked.append(sock.version())
+        if callback is not None:
+            callback(None, sock)
+        return sock
+
+    with cls(srv.origin, connect=wrapper) as dispatcher:
+        for _ in range(3):
+            assert get(dispatcher) == b"hello"
+    assert checked == ["TLSv1.3"] * 3
+    assert [c.session_reused for c in srv.conns] == [False, True, True]
+
+
 def test_max_cached_sessions_zero_disables_resumption(
     ca: trustme.CA, make_tls_server: Any, make_client: Any
 ) -> None:

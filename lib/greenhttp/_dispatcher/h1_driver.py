@@ -24,7 +24,7 @@ from .._core.body import StreamBody, to_bytes_chunk
 from .._core.h1 import ResponseParser
 from .._core.headers import raw_header_list
 from .._core.request import EXPECTS_PAYLOAD, REQUEST_DONE, WHOLE_RESPONSE_TAKERS, Request
-from .._net.connector import socket_failure, socket_info
+from .._net.connector import remember_session_of, socket_failure, socket_info
 from .._net.stream import Transport, UpgradedSocket
 from .._runtime import (
     Deadline,
@@ -148,7 +148,12 @@ class H1Connection:
         self._abort_hook = self._abort_request  # bound once, set on every request
         self._resume_hook = self._resume_request
         # TLS 1.3 tickets arrive after the handshake: cache the session after a response.
-        self._remember_session = getattr(client._connector, "remember_session", None) if client._origin.is_https else None
+        # (A connector wrapped in a function has no such method: the socket knows its maker.)
+        self._remember_session = (
+            (getattr(client._connector, "remember_session", None) or remember_session_of)
+            if client._origin.is_https
+            else None
+        )
 
     # -- scheduling ---------------------------------------------------------
     # (free() and takes() answer the client in one call each: compiled, a call costs

@@ -60,7 +60,7 @@ from .._core.h2 import (
     error_name,
 )
 from .._core.request import EXPECTS_PAYLOAD, Request
-from .._net.connector import socket_failure, socket_info
+from .._net.connector import remember_session_of, socket_failure, socket_info
 from .._net.stream import Transport
 from .._runtime import GreenletExit, Spin, call_soon, getcurrent, kill, now, spawn
 from ..errors import (
@@ -194,7 +194,7 @@ class H2Connection:
         self._pings = 0
         self._now = 0.0
         self._remember_session = (
-            getattr(client._connector, "remember_session", None) if origin.is_https else None
+            (getattr(client._connector, "remember_session", None) or remember_session_of) if origin.is_https else None
         )
         self.connect_options: dict[str, Any] = {}  # what the connector was called with
         self.uploads = Uploads(self)

@@ -32,7 +32,10 @@ session ticket *after* the handshake and the client only sees it once it has
 read from the socket, so the dispatcher calls
 :meth:`Connector.remember_session` after the first response on a
 connection (or when it releases the connection); the call is cheap and
-harmless to repeat, and a no-op for plain sockets.
+harmless to repeat, and a no-op for plain sockets. A dispatcher whose
+``connect`` is a function wrapping a connector (to check each socket, say)
+cannot call the connector's method: it calls :func:`remember_session_of`,
+which finds the connector that made the socket.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import math
 import os
 import socket as _stdsocket
 import ssl
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -53,7 +57,25 @@ from ..errors import ConnectTimeoutError, InvalidArgumentError, SocketError
 from . import happy_eyeballs as he
 from .tls import SessionCache, TLSConfig, alpn_protocols, is_resumable, start_tls
 
-__all__ = ["build_connector", "Connector", "socket_info"]
+__all__ = ["build_connector", "Connector", "socket_info", "remember_session_of"]
+
+# The connector that made each TLS socket it handed out, and the socket's session
+# key: what remember_session_of() needs when the socket went through a wrapper.
+_MAKERS: weakref.WeakKeyDictionary[Any, tuple[Connector, str]] = weakref.WeakKeyDictionary()
+
+
+def remember_session_of(sock: Any, options: dict[str, Any] | None = None) -> bool:
+    """:meth:`Connector.remember_session` for ``sock``, on the connector that made it
+    (None made by one: False). ``options`` is unused: the key is the one the socket
+    was made for. Never blocks, never raises; greenlet-safe."""
+    try:
+        made = _MAKERS.get(sock)
+    except TypeError:  # not weakly referable, or unhashable: no connector of ours made it
+        return False
+    if made is None:
+        return False
+    connector, key = made
+    return connector._store_session(sock, key)
 
 ConnectCallback = Callable[[BaseException | None, Any], Any]
 
@@ -241,12 +263,15 @@ class Connector:
         tickets arrive after the handshake). Returns whether a session was
         stored. Never blocks, never raises; greenlet-safe.
         """
+        return self._store_session(sock, self.session_key(options))
+
+    def _store_session(self, sock: Any, key: str) -> bool:
         if self.max_cached_sessions == 0:
             return False
         session = is_resumable(sock)
         if session is None:
             return False
-        self.sessions.set(self.session_key(options), session)
+        self.sessions.set(key, session)
         return True
 
     # ---------------------------------------------------------------- internals
@@ -390,9 +415,11 @@ class Connector:
             self.sessions.delete(key)
             raise
         if self.max_cached_sessions:
-            resumable = is_resumable(sock)
-            if resumable is not None:
-                self.sessions.set(key, resumable)
+            self._store_session(sock, key)
+            try:
+                _MAKERS[sock] = (self, key)
+            except TypeError:  # a socket class without weak references: no later ticket
+                pass
         return sock
 
 
