@@ -6,6 +6,7 @@ import gevent
 import gevent.event
 import pytest
 
+import greenhttp
 from greenhttp import errors
 from greenhttp._abort import AbortController
 from testkit import refused_origin, serve_forever, wait_for
@@ -566,6 +567,46 @@ def test_greenlet_killed_mid_body_then_close_frees_connection(make_server, make_
     g.kill(block=True, timeout=3)
     r.body.close()
     assert server.conns[0].eof.wait(3)
+
+
+@pytest.mark.parametrize("how", ["timeout", "kill"])
+@pytest.mark.parametrize("read", ["text", "read", "iterate"])
+def test_a_body_read_given_up_aborts_its_request_and_frees_the_connection(make_server, how, read):
+    # docs/concurrency.md: an interrupted blocking call aborts the request it waited for.
+    # A pool of one connection must serve the next request at once, not after body_timeout.
+    def handler(conn):
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            if req.target == "/stall":
+                conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
+                conn.wait_closed()
+                return
+            conn.respond(b"next")
+
+    server = make_server(handler)
+    pool = greenhttp.Pool(server.origin, connections=1)
+    try:
+        r = pool.request(path="/stall")
+        consume = {
+            "text": r.body.text,
+            "read": lambda: [r.body.read(10) for _ in range(3)],
+            "iterate": lambda: list(r.body),
+        }[read]
+        if how == "timeout":
+            with pytest.raises(gevent.Timeout), gevent.Timeout(0.1):
+                consume()
+        else:
+            g = gevent.spawn(consume)
+            gevent.sleep(0.05)
+            g.kill(block=True, timeout=3)
+            assert g.dead
+        assert server.conns[0].eof.wait(3)  # the stalled response's connection was closed
+        with gevent.Timeout(3):
+            assert pool.request(path="/after").body.bytes() == b"next"
+    finally:
+        pool.destroy()
 
 
 def test_high_water_mark_zero_still_delivers_the_body(make_server, make_client):

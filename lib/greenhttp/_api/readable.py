@@ -138,8 +138,15 @@ class BodyReadable:
         parker = self._parker = Parker()
         try:
             parker.get()
-        except BaseException:
+        except BaseException as exc:
             self._parker = None
+            if not isinstance(exc, Exception):
+                # The reader gave up (a gevent.Timeout around the read, or a kill):
+                # nobody reads on, so the request is aborted and its connection let
+                # go, as request() does for a caller waiting for the head
+                # (docs/concurrency.md). Else the connection stayed taken until
+                # body_timeout, and for ever under back-pressure.
+                self.close()
             raise
 
     def _resume_if_low(self) -> None:
