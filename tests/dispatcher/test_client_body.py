@@ -134,6 +134,44 @@ def test_dump_over_the_limit_while_reading_chunked_closes(make_server, make_clie
     assert server.accepted == 2
 
 
+def test_a_dumped_body_is_used_whether_or_not_it_had_all_arrived(make_server, make_client):
+    # Read once, one way: after dump() the body is used, also when it was all here
+    # already (text() returned "" then), as after dump() of one still arriving.
+    server = make_server(chunked_handler([b"q" * 10] * 3))
+    client = make_client(server.origin)
+    for settle in (True, False):
+        r = client.request(path="/")
+        if settle:
+            wait_for(lambda r=r: r.body._ended, what="the whole body")
+        assert not r.body.body_used
+        r.body.dump()
+        assert r.body.body_used
+        with pytest.raises(TypeError, match="unusable"):
+            r.body.text()
+    assert server.accepted == 1
+
+
+def test_body_used_after_close_is_whether_the_body_was_cut_short(make_server, make_client):
+    server = make_server(serve_forever(b"w" * 5_000_000))
+    client = make_client(server.origin)
+    r = client.request(path="/")
+    r.body.close()
+    assert r.body.body_used  # aborted: disturbed, as the original's bodyUsed
+    small = make_server(serve_forever(b"small"))
+    r = make_client(small.origin).request(path="/")
+    wait_for(lambda: r.body._ended, what="the whole body")
+    r.body.close()
+    assert not r.body.body_used  # nothing was read nor cut short
+
+
+def test_text_replaces_bytes_that_do_not_decode(make_server, make_client):
+    # As the original (and requests, httpx): U+FFFD, never a UnicodeDecodeError.
+    server = make_server(serve_forever(b"\xff\xfeok \xe2\x82"))
+    client = make_client(server.origin)
+    assert client.request(path="/").body.text() == "\ufffd\ufffdok \ufffd"
+    assert client.request(path="/").body.text("ascii") == "\ufffd\ufffdok \ufffd\ufffd"
+
+
 def test_dump_invalid_limit(make_server, make_client):
     server = make_server(serve_forever())
     client = make_client(server.origin)

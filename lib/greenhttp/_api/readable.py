@@ -254,11 +254,12 @@ class BodyReadable:
         return self.bytes()
 
     def text(self, encoding: str = "utf-8") -> str:
-        """The whole body decoded (UTF-8 by default, a leading BOM dropped)."""
+        """The whole body decoded (UTF-8 by default, a leading BOM dropped). Bytes
+        that do not decode become U+FFFD, as in the original (and requests, httpx)."""
         data = self.bytes()
         if data.startswith(_BOM) and encoding.replace("-", "").lower() == "utf8":
             data = data[3:]
-        return data.decode(encoding)
+        return data.decode(encoding, "replace")
 
     def json(self) -> Any:
         """The whole body parsed as JSON (an empty body raises ``ValueError``)."""
@@ -285,6 +286,7 @@ class BodyReadable:
                 raise InvalidArgumentError("signal must be an AbortSignal")
             if signal.aborted:
                 raise _dump_reason(signal)
+        self._used = True  # (also for a body all here: dumped is read, as in the original)
         if self._ended or self._closed:
             self._chunks.clear()
             self._size = 0
@@ -292,7 +294,6 @@ class BodyReadable:
         if self.content_length is not None and self.content_length > limit:
             self.close()
             return
-        self._used = True
         self._dumped = self._size
         self._chunks.clear()
         self._size = 0
@@ -318,6 +319,7 @@ class BodyReadable:
                 unbind()
 
     def _abort(self, err: BaseException) -> None:
+        self._used = True  # a body cut short is disturbed (the original's bodyUsed)
         self._closed = True
         self._chunks.clear()
         self._size = 0
