@@ -9,6 +9,7 @@ first use). Everything else is passed through unchanged.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from functools import partial
@@ -22,6 +23,7 @@ from ._core.option_types import PipelineOptions, RequestOptions, Unpack, Upgrade
 from ._core.url import C0_CONTROL_OR_SPACE, parse_origin
 from ._dispatcher.agent import Agent
 from ._dispatcher.base import Dispatcher
+from ._runtime import spawn
 from .errors import InvalidArgumentError
 
 __all__ = [
@@ -35,6 +37,36 @@ __all__ = [
 ]
 
 _global_dispatcher: Any = None
+_made_by_default: Agent | None = None  # the Agent get_global_dispatcher() made, while global
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: the default Agent the parent made is the parent's.
+
+    The child makes its own on first use; the inherited one is destroyed in
+    the background, without a byte sent (closing the child's copies of its
+    sockets sends no FIN while the parent holds them, and HTTP/2 says no
+    GOAWAY from another process), so its reader greenlets never read the
+    parent's answers. A dispatcher set with set_global_dispatcher() stays:
+    the user made it, and docs/concurrency.md says to make it after the fork.
+    """
+    global _global_dispatcher, _made_by_default
+    inherited = _made_by_default
+    if inherited is None or _global_dispatcher is not inherited:
+        return
+    _global_dispatcher = _made_by_default = None
+    spawn(_let_go, inherited)
+
+
+def _let_go(dispatcher: Any) -> None:
+    try:
+        dispatcher.destroy()
+    except Exception:  # the parent's business: nothing to report in the child
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def set_global_dispatcher(dispatcher: Any) -> None:
@@ -62,10 +94,10 @@ def get_global_dispatcher() -> Any:
 
     Never blocks; greenlet-safe.
     """
-    global _global_dispatcher
+    global _global_dispatcher, _made_by_default
     dispatcher = _global_dispatcher
     if dispatcher is None:
-        dispatcher = _global_dispatcher = Agent()
+        dispatcher = _global_dispatcher = _made_by_default = Agent()
     return dispatcher
 
 

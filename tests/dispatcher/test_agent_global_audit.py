@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import gevent
 import gevent.event
 import pytest
@@ -105,3 +108,62 @@ def test_pool_counters_through_one_busy_period(make_server):
     finally:
         with gevent.Timeout(5):
             pool.destroy()
+
+
+_FORK_SCRIPT = """
+import os, sys
+import gevent, greenhttp
+
+origin = sys.argv[1]
+assert greenhttp.request(origin + "/parent").body.text() == "/parent"
+children = []
+for k in range(2):
+    pid = gevent.fork()
+    if pid == 0:
+        status = 0
+        try:
+            with gevent.Timeout(10):
+                for i in range(30):
+                    if greenhttp.request(f"{origin}/k{k}_{i}").body.text() != f"/k{k}_{i}":
+                        status = 3  # another process's answer
+        except BaseException:
+            status = 4
+        os._exit(status)
+    children.append(pid)
+statuses = [os.waitpid(pid, 0)[1] for pid in children]
+assert statuses == [0, 0], statuses
+assert greenhttp.request(origin + "/again").body.text() == "/again"
+print("OK")
+"""
+
+
+def test_a_forked_child_makes_its_own_global_dispatcher_and_leaves_the_parents_connection(make_server):
+    # docs/dispatchers.md: the global dispatcher is per process. A child inheriting the
+    # parent's default Agent (gunicorn --preload after a request in the master) used its
+    # connection too, and two children got each other's answers. The child lets the
+    # inherited one go without a byte sent: the parent's connection stays usable.
+    def echo(conn):
+        while True:
+            req = conn.read_request()
+            if req is None:
+                return
+            conn.respond(req.target.encode())
+
+    server = make_server(echo)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _FORK_SCRIPT, server.origin],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with gevent.Timeout(60):  # the server lives in this process: let it run meanwhile
+            while proc.poll() is None:
+                gevent.sleep(0.01)
+        out, err = proc.communicate()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and out.strip() == "OK", err
+    assert server.accepted == 3  # the parent's connection, reused for /again, and one per child

@@ -37,6 +37,7 @@ when it fires the reader sweeps the streams. No timer object per request.
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 from collections.abc import Callable
@@ -197,6 +198,7 @@ class H2Connection:
             (getattr(client._connector, "remember_session", None) or remember_session_of) if origin.is_https else None
         )
         self.connect_options: dict[str, Any] = {}  # what the connector was called with
+        self._pid = os.getpid()  # the process that opened it (see _finish)
         self.uploads = Uploads(self)
         self.tunnels = Tunnels(self)  # answered CONNECTs: open streams, not requests
         self._handlers: dict[int, _Handler] = {
@@ -783,8 +785,10 @@ class H2Connection:
             kill(writer)
         self.uploads.close()
         transport = self.transport
-        if transport.fast and not transport.closed:
+        if transport.fast and not transport.closed and self._pid == os.getpid():
             # Best effort, never blocking: say goodbye (GOAWAY) with whatever is queued.
+            # (Not from a forked child letting go of its parent's connection: the
+            # parent may still be using it.)
             self.session.close()
             try:
                 transport.try_send(self.session.data_to_send())
