@@ -452,6 +452,33 @@ def test_pool_close_twice_concurrently_and_destroy_after(make_server):
     assert [type(e) for e in late2.errors] == [errors.ClientDestroyedError]
 
 
+@pytest.mark.parametrize("kind", ["pool", "agent"])
+def test_a_close_interrupted_by_a_timeout_still_finishes_in_the_background(make_server, kind):
+    # An interrupted close() stopped after the first member: the others stayed open
+    # until their keep-alive ran out, and the pool was never destroyed.
+    held = Held()
+    server = make_server(held)
+    if kind == "pool":
+        d = greenhttp.Pool(server.origin, connections=3)
+        opts = {}
+    else:
+        d = greenhttp.Agent(connections=3)
+        opts = {"origin": server.origin}
+    recs = [Rec() for _ in range(3)]
+    for i, r in enumerate(recs):
+        d.dispatch({**opts, "path": f"/{i}", "method": "GET"}, r)
+    wait_for(lambda: len(held.seen) == 3, what="three requests in flight")
+    with pytest.raises(gevent.Timeout), gevent.Timeout(0.05):
+        d.close()
+    assert d.closed and not d.destroyed
+    held.release.set()
+    wait_for(lambda: d.destroyed, what="the close finished in the background")
+    assert sorted(r.body for r in recs) == [b"/0", b"/1", b"/2"]
+    assert server.accepted == 3
+    for conn in server.conns:
+        assert conn.eof.wait(3)  # every connection closed, none left to its keep-alive
+
+
 def test_pool_destroy_fails_queued_and_running_once(make_server):
     held = Held()
     server = make_server(held)

@@ -15,9 +15,11 @@ from .._api.request import run_with_callback
 from .._core.options import validate_client_options
 from .._core.request import check_handler, not_a_dict, refuse
 from .._core.url import parse_origin
+from .._runtime import spawn
 from ..errors import (
     ClientClosedError,
     ClientDestroyedError,
+    GreenHTTPError,
     InvalidArgumentError,
     MaxOriginsReachedError,
 )
@@ -243,17 +245,31 @@ class Agent(Dispatcher):
             raise ClientDestroyedError()
         self._closed = True
         # A second close() meanwhile closes the same dispatchers, so it waits for them too.
-        for d in list(self._dispatchers.values()) + list(self._retiring):
-            try:
-                d.close()
-            except (ClientDestroyedError, ClientClosedError):
-                pass
+        try:
+            for d in list(self._dispatchers.values()) + list(self._retiring):
+                try:
+                    d.close()
+                except (ClientDestroyedError, ClientClosedError):
+                    pass
+        except Exception:
+            raise
+        except BaseException:
+            # Interrupted (a gevent.Timeout around close(), or a kill): the rest is
+            # closed in the background, so the agent still ends up destroyed.
+            spawn(self._close_in_background)
+            raise
         if not self._destroyed:
             self._dispatchers.clear()
             self._routes.clear()
             self._origins.clear()
             self._destroyed = True
         return None
+
+    def _close_in_background(self) -> None:
+        try:
+            self.close()
+        except GreenHTTPError:  # destroyed meanwhile
+            pass
 
     def destroy(self, err: BaseException | None = None, callback: Callable[..., Any] | None = None) -> None:
         """Destroy every origin's dispatcher: queued and running requests fail with ``err``.

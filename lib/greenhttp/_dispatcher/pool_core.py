@@ -38,7 +38,7 @@ from typing import Any
 
 from .. import _debug
 from .._core.request import check_handler, refuse
-from .._runtime import Parker, now
+from .._runtime import Parker, now, spawn
 from ..errors import ClientClosedError, ClientDestroyedError, GreenHTTPError
 from .client import Client
 from .client_core import ClientCore
@@ -396,6 +396,7 @@ class PoolCore:
         if self._destroyed:
             return None
         self._closing = True
+        interrupted = False
         try:
             if self._queue:
                 parker = Parker()
@@ -408,14 +409,28 @@ class PoolCore:
                     pass
             if not self._destroyed:
                 self._destroyed = True
+        except Exception:
+            raise
+        except BaseException:
+            interrupted = True  # a gevent.Timeout around close(), or a kill
+            raise
         finally:
-            # Also when interrupted (a gevent.Timeout around close()): a waiting
-            # close() then takes over.
+            # Also when interrupted: a waiting close() then takes over; with none,
+            # the rest is closed in the background, so the pool still ends up
+            # destroyed with every member closed (as an interrupted Client does).
             self._closing = False
             waiters, self._close_waiters = self._close_waiters, []
             for p in waiters:
                 p.set(None)
+            if interrupted and not waiters and not self._destroyed:
+                spawn(self._close_in_background)
         return None
+
+    def _close_in_background(self) -> None:
+        try:
+            self.close()
+        except GreenHTTPError:  # destroyed meanwhile
+            pass
 
     def destroy(self, err: BaseException | None) -> None:
         """``Pool.destroy(err)`` without a callback: blocks until every member is gone."""
