@@ -599,7 +599,7 @@ def test_a_body_read_given_up_aborts_its_request_and_frees_the_connection(make_s
                 consume()
         else:
             g = gevent.spawn(consume)
-            gevent.sleep(0.05)
+            wait_for(lambda: r.body._parker is not None, what="the read waiting for more")
             g.kill(block=True, timeout=3)
             assert g.dead
         assert server.conns[0].eof.wait(3)  # the stalled response's connection was closed
