@@ -473,7 +473,33 @@ def _describe(g: Any) -> str:
     spawner = getattr(g, "spawning_greenlet", None)
     if spawner is not None:
         lines.append(f"  spawned by: {spawner()!r}")
+    frame = g.gr_frame
+    if frame is not None:
+        lines.append("  waiting in:\n" + "".join(traceback.format_stack(frame)[-4:]).rstrip())
+    while frame is not None:
+        core = getattr(frame.f_locals.get("self"), "_core", None)
+        if core is not None and hasattr(core, "_pending"):
+            lines.append(f"  client core: {_core_state(core)}")
+        frame = frame.f_back
     return "\n".join(lines)
+
+
+def _core_state(core: Any) -> str:
+    """The fields of a ClientCore that decide whether its close() can finish."""
+    conn = core._conn
+    fields = {
+        "closed": core._closed,
+        "destroyed": core._destroyed,
+        "pending": [(r.method, r.path, r.done) for r in core._pending],
+        "connecting": core._connecting,
+        "in_resume": core._in_resume,
+        "held": len(core._held),
+        "readers": list(core._readers),
+        "conn": None if conn is None else (type(conn).__name__, len(conn.running), conn.destroyed),
+        "close_parkers": len(core._close_parkers),
+        "closing_parkers": core._closing_parkers,
+    }
+    return ", ".join(f"{k}={v!r}" for k, v in fields.items())
 
 
 def describe_leaks(fds: dict[int, str], greenlets: list[Any]) -> str:
