@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import copy
 import pickle
+from typing import Any
 
 import gevent
 import pytest
 
 import greenhttp
 from greenhttp import errors
+from testkit import serve_forever
 
 
 def _parser_error(make_server, make_client) -> errors.HTTPParserError:
@@ -339,3 +341,100 @@ def test_dispatch_without_a_handler_object_raises_and_sends_nothing(make_server,
     finally:
         with gevent.Timeout(5):
             dispatcher.destroy()
+
+
+class _LegacyHandler:
+    """A handler written to the original's dropped API (REFERENCE §0)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def on_connect(self, abort: Any) -> None:
+        self.calls.append("on_connect")
+
+    def on_headers(self, status: int, headers: Any, resume: Any) -> bool:
+        self.calls.append("on_headers")
+        return True
+
+    def on_data(self, chunk: bytes) -> bool:
+        self.calls.append("on_data")
+        return True
+
+    def on_complete(self, trailers: Any) -> None:
+        self.calls.append("on_complete")
+
+    def on_error(self, err: BaseException) -> None:
+        self.calls.append("on_error")
+
+
+class _CamelCaseHandler:
+    def onResponseStart(self, controller: Any, status: int, headers: Any, message: str) -> None:  # noqa: N802
+        raise AssertionError("never called")
+
+
+@pytest.mark.parametrize("kind", ["Client", "Pool", "Agent", "composed"])
+@pytest.mark.parametrize("handler_type", [_LegacyHandler, _CamelCaseHandler], ids=["legacy", "camelCase"])
+def test_dispatch_refuses_a_handler_of_another_api_and_sends_nothing(make_server, kind, handler_type):
+    # REFERENCE §0: the legacy handler API is not accepted, with a clear InvalidArgumentError;
+    # its handler, with none of the methods dispatch() calls, would otherwise wait for ever.
+    server = make_server(lambda conn: conn.respond(b"unexpected"))
+    if kind == "Agent":
+        dispatcher = greenhttp.Agent()
+    else:
+        dispatcher = getattr(greenhttp, "Client" if kind == "composed" else kind)(server.origin)
+    target = dispatcher.compose(lambda dispatch: dispatch) if kind == "composed" else dispatcher
+    handler = handler_type()
+    try:
+        with pytest.raises(errors.InvalidArgumentError, match="invalid handler") as caught:
+            target.dispatch({"origin": server.origin, "path": "/", "method": "GET"}, handler)
+        assert "on_response_start" in str(caught.value)
+        assert server.accepted == 0 and server.requests == []
+    finally:
+        with gevent.Timeout(5):
+            dispatcher.destroy()
+
+
+def test_an_empty_handler_object_is_still_accepted(make_server):
+    # API.md: any handler method may be absent; only another API's names are refused.
+    server = make_server(serve_forever(b"fine"))
+    client = greenhttp.Client(server.origin)
+    try:
+        assert client.dispatch({"path": "/", "method": "GET"}, object()) in (True, False)
+        with gevent.Timeout(5):
+            client.close()
+        assert [r.target for r in server.requests] == ["/"]
+    finally:
+        with gevent.Timeout(5):
+            client.destroy()
+
+
+class _NoUpgradeHandler:
+    def __init__(self) -> None:
+        self.errors: list[BaseException] = []
+
+    def on_response_start(self, controller: Any, status: int, headers: Any, message: str) -> None:
+        raise AssertionError("never called")
+
+    def on_response_error(self, controller: Any, err: BaseException) -> None:
+        self.errors.append(err)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"path": "/", "method": "GET", "upgrade": "websocket"}, {"path": "example.test:443", "method": "CONNECT"}],
+    ids=["upgrade", "CONNECT"],
+)
+def test_an_upgrade_without_on_request_upgrade_is_refused_before_it_is_sent(make_server, options):
+    # As the original's "invalid onRequestUpgrade method": the 101 or the tunnel would
+    # have nobody to go to, so nothing goes out (before, the connection was spent on it).
+    server = make_server(lambda conn: conn.respond(b"unexpected"))
+    client = greenhttp.Client(server.origin)
+    handler = _NoUpgradeHandler()
+    try:
+        assert client.dispatch(options, handler) is False
+        [err] = handler.errors
+        assert isinstance(err, errors.InvalidArgumentError) and "on_request_upgrade" in str(err)
+        assert server.accepted == 0
+    finally:
+        with gevent.Timeout(5):
+            client.destroy()

@@ -63,11 +63,59 @@ _REFUSED_HEADERS: Final = frozenset({"transfer-encoding", "keep-alive", "upgrade
 _NOT_HANDLERS: Final = frozenset((str, bytes, bytearray, int, float, bool))
 
 
+# The handler methods of API.md, and the spellings of another handler API: the
+# legacy one the original dropped (REFERENCE §0) and the original's camelCase.
+_HANDLER_METHODS: Final = (
+    "on_response_start",
+    "on_request_start",
+    "on_response_data",
+    "on_response_end",
+    "on_response_error",
+    "on_request_upgrade",
+)
+_FOREIGN_METHODS: Final = (
+    "on_connect",
+    "on_headers",
+    "on_data",
+    "on_complete",
+    "on_error",
+    "on_upgrade",
+    "onConnect",
+    "onHeaders",
+    "onData",
+    "onComplete",
+    "onError",
+    "onUpgrade",
+    "onRequestStart",
+    "onResponseStart",
+    "onResponseData",
+    "onResponseEnd",
+    "onResponseError",
+    "onRequestUpgrade",
+)
+
+
 def check_handler(handler: Any) -> None:
     """Raise :class:`InvalidArgumentError` at once for what cannot be a handler
-    (``None``, a string, a number): there is nobody to report anything to."""
+    (``None``, a string, a number: there is nobody to report anything to), and
+    for a handler written to another API (the legacy ``on_connect``/``on_headers``/
+    ``on_data``/``on_complete``/``on_error`` one, or camelCase names), which
+    would otherwise be called for nothing."""
     if handler is None or type(handler) in _NOT_HANDLERS:
         raise InvalidArgumentError(f"handler must be an object, got {handler!r}")
+    if hasattr(handler, "on_response_start"):
+        return  # (the common case, at the cost of one lookup)
+    for name in _HANDLER_METHODS:
+        if hasattr(handler, name):
+            return
+    for name in _FOREIGN_METHODS:
+        if hasattr(handler, name):
+            raise InvalidArgumentError(
+                f"invalid handler: {type(handler).__name__} has {name} but none of the methods of"
+                " dispatch()'s handler API (on_request_start, on_response_start, on_response_data,"
+                " on_response_end, on_response_error, on_request_upgrade); the legacy"
+                " on_connect/on_headers/on_data/on_complete/on_error API is not supported"
+            )
 
 
 def not_a_dict(options: Any) -> InvalidArgumentError:
@@ -241,6 +289,8 @@ class Request:
         self.raw_head = None
         self.idempotent = method in IDEMPOTENT_METHODS
         self.blocking = method != "HEAD"
+        if method == "CONNECT":
+            self._check_upgrade_handler()
         n = len(opts)
         if n == 3 and "origin" in opts:
             self.origin = opts["origin"]  # an Agent's request with nothing else to check
@@ -305,6 +355,15 @@ class Request:
         if not isinstance(value, str):
             raise InvalidArgumentError(f"upgrade must be a string, got {value!r}")
         self.upgrade = check_header_value("upgrade", value)
+        self._check_upgrade_handler()
+
+    def _check_upgrade_handler(self) -> None:
+        # Before anything is sent (as the original): a 101 or a tunnel would have nobody to go to.
+        if getattr(self.handler, "on_request_upgrade", None) is None:
+            raise InvalidArgumentError(
+                "invalid on_request_upgrade method: an upgrade or CONNECT request needs a handler"
+                f" with on_request_upgrade, {type(self.handler).__name__} has none"
+            )
 
     def _set_reset(self, value: Any) -> None:
         self.special = True
