@@ -8,7 +8,7 @@ import gevent
 import h2.settings
 import pytest
 
-from greenhttp.errors import InformationalError, SocketError
+from greenhttp.errors import InformationalError, ResponseError
 from h2_support.h2server import serve_ok
 
 pytest_plugins = ["h2_support.fixtures"]
@@ -92,16 +92,23 @@ def test_extended_connect_needs_the_servers_setting(make_h2_server, make_h2c):
     assert client.request(path="/still").body.text() == "ok /still"
 
 
-def test_a_refused_connect_is_an_error(make_h2_server, make_h2c):
+@pytest.mark.parametrize("raw", [False, True])
+def test_a_refused_connect_raises_response_error_with_its_status_as_on_http1(make_h2_server, make_h2c, raw):
     def handler(conn):
         req = conn.opened.get(timeout=10)
-        conn.respond(req.stream_id, status=403, body=b"no")
+        conn.respond(req.stream_id, status=403, body=b"no", headers=[("x-why", "denied")])
         serve_ok(conn)
 
     server = make_h2_server(handler)
     client = make_h2c(server.origin)
-    with pytest.raises(SocketError):
-        client.connect(path="blocked.test:443")
+    with pytest.raises(ResponseError) as caught:
+        client.connect(path="blocked.test:443", response_headers="raw" if raw else None)
+    assert caught.value.status_code == 403
+    headers = caught.value.headers
+    if raw:
+        assert headers[:2] == [b"x-why", b"denied"]
+    else:
+        assert headers["x-why"] == "denied"
     assert client.request(path="/ok").body.text() == "ok /ok"
 
 

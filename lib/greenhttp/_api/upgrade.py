@@ -128,9 +128,14 @@ class _UpgradeHandler(SocketWaiter):
         return UpgradeData(headers, socket, self.opaque, self.context)
 
     def on_response_start(self, controller: Any, status_code: int, headers: Any, message: str) -> None:
-        if status_code >= 200:
-            what = "bad connect" if self.is_connect else "bad upgrade"
-            controller.abort(SocketError(what))
+        if status_code < 200:
+            return
+        if self.is_connect:
+            # An HTTP/2 CONNECT refused (a tunnel comes as an upgrade): the same
+            # error as a refusal on HTTP/1.1, whose socket connect() closes.
+            controller.abort(_refused(status_code, controller.raw_headers if self.raw else headers))
+        else:
+            controller.abort(SocketError("bad upgrade"))
 
 
 def _run(dispatcher: Any, options: dict[str, Any], is_connect: bool) -> Any:
@@ -163,7 +168,10 @@ def connect(dispatcher: Any, options: dict[str, Any]) -> ConnectData:
     data: ConnectData = _run(dispatcher, options, True)
     if not 200 <= data.status_code < 300:
         data.socket.close()
-        raise ResponseError(
-            f"CONNECT answered with status {data.status_code}", data.status_code, data.headers
-        )
+        raise _refused(data.status_code, data.headers)
     return data
+
+
+def _refused(status_code: int, headers: Any) -> ResponseError:
+    """The error of a CONNECT answered outside 2xx."""
+    return ResponseError(f"CONNECT answered with status {status_code}", status_code, headers)
