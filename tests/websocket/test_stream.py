@@ -325,3 +325,18 @@ def test_read_after_cancel_ends_at_once(ws_server):
     finally:
         release.set()
     assert s.closed.get(timeout=5) == {"close_code": 1005, "reason": ""}
+
+
+def test_opened_closed_and_url_are_read_only(ws_server):
+    # WHATWG: readonly attributes. Before, assigning opened while the handshake ran
+    # broke the connection's greenlet, which then dropped the TCP connection.
+    server = ws_server()
+    s = WebSocketStream(server.url())
+    opened, closed = s.opened, s.closed
+    for name in ("opened", "closed", "url"):
+        with pytest.raises(AttributeError):
+            setattr(s, name, None)
+    assert (s.opened, s.closed) == (opened, closed)
+    s.opened.get(timeout=5)
+    s.close()
+    assert s.closed.get(timeout=5) == {"close_code": 1005, "reason": ""}

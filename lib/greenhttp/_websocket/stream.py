@@ -214,15 +214,15 @@ class WebSocketStream:
             raise TypeError(f"signal must be an AbortSignal, got {signal!r}")
         self._target = target
         self._signal = signal
-        self.opened: Any = AsyncResult()  # (gevent has no type hints)
-        self.closed: Any = AsyncResult()
+        self._opened: Any = AsyncResult()  # (gevent has no type hints)
+        self._closed: Any = AsyncResult()
         self._readable = WebSocketStreamReadable(self)
         self._writable = WebSocketStreamWritable(self)
         self._session: Session | None = None
         if signal is not None and getattr(signal, "aborted", False):
             reason = _reason(signal)
-            self.opened.set_exception(reason)
-            self.closed.set_exception(reason)
+            self._opened.set_exception(reason)
+            self._closed.set_exception(reason)
             return
         dispatcher, owned = resolve_dispatcher(None, target)
         self._session = Session(self, target, names, dispatcher, owned, signal=signal)
@@ -231,6 +231,18 @@ class WebSocketStream:
     def url(self) -> str:
         """The URL, serialised."""
         return self._target.url
+
+    @property
+    def opened(self) -> Any:
+        """An ``AsyncResult`` (read-only): ``.get()`` blocks until the connection is
+        open and gives a :class:`WebSocketStreamOpened`, or raises why it never opened."""
+        return self._opened
+
+    @property
+    def closed(self) -> Any:
+        """An ``AsyncResult`` (read-only): ``.get()`` blocks until the connection is
+        closed and gives ``{"close_code", "reason"}``, or raises ``WebSocketError``."""
+        return self._closed
 
     def close(self, close_info: dict[str, Any] | None = None) -> None:
         """Start the closing handshake; never blocks (wait with ``closed.get()``).
@@ -270,7 +282,7 @@ class WebSocketStream:
         session = self._session
         assert session is not None
         negotiated = session.negotiated
-        self.opened.set(
+        self._opened.set(
             WebSocketStreamOpened(
                 self._readable, self._writable, negotiated.extensions, negotiated.protocol
             )
@@ -287,26 +299,26 @@ class WebSocketStream:
     ) -> None:
         signal = self._signal
         aborted = signal is not None and getattr(signal, "aborted", False)
-        if not self.opened.ready():
+        if not self._opened.ready():
             if aborted:
                 failure: BaseException = _reason(signal)
             else:
                 failure = WebSocketError._closed_with("Socket never opened", code, reason)
                 if error is not None:
                     failure.__cause__ = error
-            self.opened.set_exception(failure)
-            self.closed.set_exception(failure)
+            self._opened.set_exception(failure)
+            self._closed.set_exception(failure)
             self._readable._finish(failure)
             return
         if was_clean:
             self._readable._finish(None)
-            self.closed.set(CloseInfo(close_code=code, reason=reason))
+            self._closed.set(CloseInfo(close_code=code, reason=reason))
             return
         unclean = WebSocketError._closed_with("unclean close", code, reason)
         if error is not None:
             unclean.__cause__ = error
         self._readable._finish(unclean)
-        self.closed.set_exception(unclean)
+        self._closed.set_exception(unclean)
 
     def __repr__(self) -> str:
         session = self._session
