@@ -15,7 +15,8 @@ from cachekit import counting, get
 
 from greenhttp import interceptors
 from greenhttp.cache_stores import MemoryCacheStore, SqliteCacheStore
-from greenhttp.errors import SocketError
+from greenhttp.cache_stores.base import vary_matches
+from greenhttp.errors import InvalidArgumentError, SocketError
 
 
 def test_a_body_past_max_entry_size_is_delivered_whole_and_not_stored(origin, make_client):
@@ -143,3 +144,67 @@ def test_a_private_cache_keeps_responses_to_authenticated_requests(origin, make_
     d = make_client(server.origin).compose(interceptors.cache(store=store, type="private"))
     get(d, headers={"authorization": "Bearer x"})
     assert get(d, headers={"authorization": "Bearer x"})[1]["x-n"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("cache_type", "forbidding"),
+    [("shared", "no-store"), ("private", "no-store"), ("shared", "private"), ("shared", None)],
+)
+def test_a_304_that_forbids_reuse_makes_the_request_again_unconditionally(
+    origin, make_client, store, cache_type, forbidding
+):
+    # As the original (REFERENCE §7.7): a 304 with no-store (or private, to a shared
+    # cache) does not let the stored body be served; the request goes again without
+    # preconditions and its answer is the one delivered. Vary: * acts alike (the control).
+    n = 0
+
+    def reply(req):
+        nonlocal n
+        n += 1
+        if req.header("if-none-match") == '"v1"':
+            headers = [("ETag", '"v1"'), ("Vary", "*")]
+            if forbidding is not None:
+                headers = [("ETag", '"v1"'), ("Cache-Control", forbidding)]
+            return "304 Not Modified", headers, b""
+        return "200 OK", [("ETag", '"v1"'), ("Cache-Control", "max-age=0")], f"body{n}".encode()
+
+    server = origin(reply)
+    d = make_client(server.origin).compose(interceptors.cache(store=store, type=cache_type))
+    assert get(d)[2] == b"body1"
+    status, _, body = get(d)
+    assert (status, body) == (200, b"body3")
+    assert server.requests[1].header("if-none-match") == '"v1"'
+    assert server.requests[2].header("if-none-match") is None
+
+
+def test_a_private_304_still_validates_for_a_private_cache(origin, make_client, store):
+    def reply(req):
+        if req.header("if-none-match") == '"v1"':
+            return "304 Not Modified", [("ETag", '"v1"'), ("Cache-Control", "private, max-age=60")], b""
+        return "200 OK", [("ETag", '"v1"'), ("Cache-Control", "max-age=0")], b"v1"
+
+    server = origin(reply)
+    d = make_client(server.origin).compose(interceptors.cache(store=store, type="private"))
+    get(d)
+    assert get(d)[2] == b"v1" and len(server.requests) == 2
+
+
+def test_the_store_class_instead_of_a_store_is_refused_at_once():
+    with pytest.raises(InvalidArgumentError, match="store must be a CacheStore instance.*MemoryCacheStore"):
+        interceptors.cache(store=MemoryCacheStore)
+
+
+def test_busy_timeout_none_is_the_default(tmp_path):
+    # API.md: a duration of None means the default.
+    with SqliteCacheStore(tmp_path / "c.sqlite", busy_timeout=None) as store:
+        assert store._busy_timeout == 1.0
+
+
+@pytest.mark.parametrize("stored", ["a, b", "a,b", "a ,  b"])
+def test_vary_matches_compares_both_sides_normalised(stored):
+    # docs/caching.md: spaces around commas are ignored, whichever side has them (a
+    # custom store may keep the value as the request spelled it).
+    assert vary_matches({"accept": stored}, {"accept": "a, b"})
+    assert vary_matches({"accept": stored}, {"accept": ["a", "b"]})
+    assert not vary_matches({"accept": stored}, {"accept": "a, c"})
+    assert vary_matches({"accept": None}, {}) and not vary_matches({"accept": None}, {"accept": "a"})

@@ -311,7 +311,8 @@ def vary_matches(vary: dict[str, Any] | None, headers: dict[str, Any] | None) ->
         return True
     headers = headers or {}
     for name, stored in vary.items():
-        if _normalise_field(headers.get(name)) != stored:
+        # (A custom store may hand back the value as the request spelled it: both sides normalised.)
+        if _normalise_field(headers.get(name)) != (stored if stored is None else _normalise_field(stored)):
             return False
     return True
 

@@ -503,8 +503,9 @@ class RevalidationHandler(CacheHandler):
         entry = self.entry
         assert entry is not None and self.not_modified is not None
         headers, response_time = self.not_modified
-        if not _validates(headers, entry):
-            # The 304 does not validate what we hold: forget it and ask again, unconditionally.
+        if not _validates(headers, entry) or _forbids_reuse(headers, self.ctx.shared):
+            # The 304 does not validate what we hold, or forbids serving it (as the
+            # original has it): forget it and ask again, unconditionally.
             self.ctx.delete(self.key)
             self.entry = None
             self.mode = None
@@ -555,6 +556,16 @@ def _validates(headers: dict[str, Any], entry: policy.CacheValue) -> bool:
         if modified is not None and modified != policy.parse_http_date(entry["headers"].get("last-modified")):
             return False
     return "vary" not in headers or policy.parse_vary(headers["vary"]) is not None
+
+
+def _forbids_reuse(headers: dict[str, Any], shared: bool) -> bool:
+    """Whether a 304 says the stored response may not be served (``no-store``, or
+    ``private`` in a shared cache); its Vary is checked by :func:`_validates`."""
+    cc = headers.get("cache-control")
+    if cc is None:
+        return False
+    directives = policy.parse_cache_control(cc)
+    return bool(directives.get("no-store") or (shared and directives.get("private") is True))
 
 
 def not_modified_headers(entry: policy.CacheValue, age: float) -> dict[str, Any]:

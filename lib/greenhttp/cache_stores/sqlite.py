@@ -92,7 +92,7 @@ class SqliteCacheStore:
     store). ``max_count``: entries kept (default unbounded; past it, expired
     rows go first, then the oldest tenth). ``max_entry_size``: bytes per
     body (default 2 GB, SQLite's own limit of 1 GB applies). ``busy_timeout``:
-    seconds a write waits for another process's (default 1.0; at most about
+    seconds a write waits for another process's (default 1.0, also for ``None``; at most about
     24.8 days, SQLite's limit, which a longer one or ``math.inf`` means).
 
     Every call blocks the hub briefly (see the module docstring).
@@ -104,12 +104,14 @@ class SqliteCacheStore:
         location: str | os.PathLike[str] = ":memory:",
         max_count: int | float = math.inf,
         max_entry_size: int = 2_000_000_000,
-        busy_timeout: float = 1.0,
+        busy_timeout: float | None = 1.0,
     ) -> None:
         if not isinstance(location, (str, os.PathLike)):
             raise StoreOptionError(f"location must be a path or ':memory:', got {location!r}")
         self._max_count = check_size("max_count", max_count, allow_inf=True)
         self._max_entry_size = check_size("max_entry_size", max_entry_size)
+        if busy_timeout is None:
+            busy_timeout = 1.0  # (a duration of None is the default: API.md)
         if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) or not busy_timeout >= 0:
             raise StoreOptionError(f"busy_timeout must be a non-negative number of seconds, got {busy_timeout!r}")
         self._location = os.fspath(location)

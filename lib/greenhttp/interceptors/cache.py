@@ -26,6 +26,7 @@ than GET and HEAD, ``If-None-Match``/``If-Modified-Since``) pass through. See
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -108,6 +109,8 @@ def cache(
     """
     if store is None:
         store = MemoryCacheStore()
+    if inspect.isclass(store):  # the class, not a store: its methods would want a self
+        raise InvalidArgumentError(f"store must be a CacheStore instance, got the class {store.__name__}")
     for name in ("get", "create_write_stream", "delete"):
         if not callable(getattr(store, name, None)):
             raise InvalidArgumentError(f"store must be a CacheStore with a {name}() method, got {store!r}")
