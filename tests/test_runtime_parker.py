@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import traceback
+
 import gevent
 import gevent.event
 import gevent.exceptions
@@ -91,3 +93,36 @@ def test_a_greenlet_with_a_switch_out_has_it_called_as_it_parks():
     parker.set("ok")
     assert waiting.get(timeout=5) == "ok"
     assert calls == ["switch_out"]
+
+
+def test_one_error_raised_in_many_waiters_keeps_its_own_traceback_in_each():
+    # A client's reason or a deduplicated failure reaches every waiter as one object.
+    # Each raise used to add its frames to the traceback the error already had, so
+    # the k-th waiter saw k waiters' frames and the error kept them all alive.
+    def origin():
+        raise ConnectionResetError("reset")
+
+    try:
+        origin()
+    except ConnectionResetError as exc:
+        err = exc
+    first = [f.name for f in traceback.extract_tb(err.__traceback__)]
+    parkers = [Parker() for _ in range(20)]
+    seen: list[list[str]] = []
+
+    def wait(parker):
+        try:
+            parker.get(timeout=5)
+        except ConnectionResetError as exc:
+            assert exc is err
+            seen.append([f.name for f in traceback.extract_tb(exc.__traceback__)])
+
+    waiters = [gevent.spawn(wait, p) for p in parkers]
+    gevent.sleep(0)
+    for p in parkers:
+        p.set_exception(err)
+    gevent.joinall(waiters, timeout=5)
+    assert len(seen) == 20
+    assert all(names == seen[0] for names in seen)
+    assert seen[0][-len(first):] == first and seen[0].count("origin") == 1
+    assert len(seen[0]) <= len(first) + 2  # the origin's frames, then get() and wait()

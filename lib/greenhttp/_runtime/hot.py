@@ -122,6 +122,10 @@ class Parker:
             return
         self._state = 2
         self._exc = exc
+        # The traceback it has now, restored as it is raised: one error handed to many
+        # waiters (a client's reason, a deduplicated failure) is raised in each, and a
+        # raise adds its frames to whatever traceback the error already carries.
+        self._value = exc.__traceback__
         if self._waiter is not None:
             _wake(self)
 
@@ -142,12 +146,13 @@ class Parker:
             # Hand the error over once and keep no reference to it: the frames in its
             # traceback (this one, the caller's) refer to this Parker.
             exc = self._exc
-            self._exc = None
+            tb = self._value
+            self._exc = self._value = None
             if exc is not None:
                 try:
-                    raise exc
+                    raise exc.with_traceback(tb)
                 finally:
-                    del exc
+                    del exc, tb
         return self._value
 
     def _resume(self) -> None:
