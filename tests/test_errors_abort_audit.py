@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import copy
+import io
 import pickle
 from typing import Any
 
@@ -220,7 +221,7 @@ def test_one_signal_shared_by_requests_aborts_them_all_and_is_released_by_the_fi
     with gevent.Timeout(5):
         for _ in range(3):
             assert client.request(path="/", signal=controller.signal).body.bytes() == b"hello"
-    assert controller.signal._listeners == []  # finished requests do not hold the signal
+    assert not controller.signal._listeners  # finished requests do not hold the signal
     waiting = [gevent.spawn(_call, "request", c, "/hold", controller.signal) for c in (client, other)]
     with gevent.Timeout(5):
         while len(server.held) < 2:  # both requests are at the server, awaiting their heads
@@ -435,6 +436,42 @@ def test_an_upgrade_without_on_request_upgrade_is_refused_before_it_is_sent(make
         [err] = handler.errors
         assert isinstance(err, errors.InvalidArgumentError) and "on_request_upgrade" in str(err)
         assert server.accepted == 0
+    finally:
+        with gevent.Timeout(5):
+            client.destroy()
+
+
+class _EmitterSignal:
+    """A Node-style signal (``on``/``off``) that is already aborted."""
+
+    def __init__(self, reason: BaseException) -> None:
+        self.aborted = True
+        self.reason = reason
+        self.listeners: list[Any] = []
+
+    def on(self, type: str, fn: Any) -> None:
+        self.listeners.append(fn)
+
+    def off(self, type: str, fn: Any) -> None:
+        self.listeners.remove(fn)
+
+
+@pytest.mark.parametrize("api", ["request", "stream"])
+def test_an_already_aborted_node_style_signal_fails_the_request_at_once(make_server, api):
+    # REFERENCE §1.3: an aborted signal fails with its reason, whatever its shape
+    # (the original checks signal.aborted first); it used to be sent and answered.
+    server = make_server(serve_forever(b"unexpected"))
+    client = greenhttp.Client(server.origin)
+    reason = KeyError("stop")
+    signal = _EmitterSignal(reason)
+    try:
+        with pytest.raises(KeyError) as caught:
+            if api == "request":
+                client.request(path="/", signal=signal)
+            else:
+                client.stream(path="/", signal=signal, factory=lambda data: io.BytesIO())
+        assert caught.value is reason
+        assert signal.listeners == [] and server.requests == []
     finally:
         with gevent.Timeout(5):
             client.destroy()

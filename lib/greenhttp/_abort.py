@@ -12,22 +12,28 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _runtime
+from ._event_target import Event, EventTarget
 from .errors import AbortError, DOMException
 
 __all__ = ["AbortController", "AbortSignal"]
 
 
-class AbortSignal:
-    """Tells whether an operation was aborted, and why. Made by :class:`AbortController`."""
+class AbortSignal(EventTarget):
+    """Tells whether an operation was aborted, and why. Made by :class:`AbortController`.
 
-    __slots__ = ("_aborted", "_reason", "_reason_tb", "_listeners", "onabort", "_timer")
+    An :class:`EventTarget` with the DOM's listener rules: ``"abort"`` listeners
+    (callables or objects with ``handle_event``) run once each, in the order
+    they were added, with ``onabort`` in the place of its first assignment;
+    one added twice runs once; one removed by an earlier one does not run.
+    """
+
+    __slots__ = ("_aborted", "_reason", "_reason_tb", "_timer")
 
     def __init__(self) -> None:
+        super().__init__()
         self._aborted = False
         self._reason: Any = None
         self._reason_tb: Any = None  # the reason's traceback when the signal aborted
-        self._listeners: list[tuple[Callable[[Any], Any], bool]] = []
-        self.onabort: Callable[[Any], Any] | None = None
         self._timer: Any = None
 
     @property
@@ -39,6 +45,15 @@ class AbortSignal:
     def reason(self) -> Any:
         """The abort reason (an exception), or None while not aborted."""
         return self._reason
+
+    @property
+    def onabort(self) -> Callable[[Any], Any] | None:
+        """The ``abort`` event handler property (None, or anything not callable, removes it)."""
+        return self._get_handler("abort")  # type: ignore[no-any-return]
+
+    @onabort.setter
+    def onabort(self, fn: Callable[[Any], Any] | None) -> None:
+        self._set_handler("abort", fn)
 
     def throw_if_aborted(self) -> None:
         """Raise the reason if aborted."""
@@ -55,16 +70,6 @@ class AbortSignal:
         alive) without end."""
         return self._reason.with_traceback(self._reason_tb)
 
-    def add_event_listener(self, type: str, listener: Callable[[Any], Any], once: bool = False) -> None:
-        """Call ``listener(event)`` when aborted (only the ``"abort"`` type exists)."""
-        if type == "abort":
-            self._listeners.append((listener, once))
-
-    def remove_event_listener(self, type: str, listener: Callable[[Any], Any]) -> None:
-        """Remove a listener added with :meth:`add_event_listener`."""
-        if type == "abort":
-            self._listeners = [(fn, o) for fn, o in self._listeners if fn is not listener]
-
     # Node-style aliases: anything with on("abort", fn) is accepted as a signal.
     def on(self, type: str, listener: Callable[..., Any]) -> None:
         """Node-style registration: ``on("abort", fn)`` calls ``fn()`` on abort."""
@@ -79,17 +84,9 @@ class AbortSignal:
         if self._timer is not None:
             self._timer.close()
             self._timer = None
-        listeners, self._listeners = self._listeners, []
-        event = _AbortEvent(self)
-        if self.onabort is not None:
-            listeners.insert(0, (self.onabort, True))
-        for fn, _ in listeners:
-            try:
-                fn(event)
-            except Exception:
-                import logging
-
-                logging.getLogger("greenhttp").exception("greenhttp: an abort listener raised")
+        if self._listeners.get("abort"):
+            self.dispatch_event(Event("abort"))
+        self._listeners.pop("abort", None)  # it aborts once: no listener is kept
 
     @classmethod
     def abort(cls, reason: Any = None) -> AbortSignal:
@@ -116,14 +113,6 @@ class AbortSignal:
             seconds, signal._abort, DOMException("The operation timed out.", "TimeoutError")
         )
         return signal
-
-
-class _AbortEvent:
-    __slots__ = ("type", "target")
-
-    def __init__(self, target: AbortSignal) -> None:
-        self.type = "abort"
-        self.target = target
 
 
 class AbortController:

@@ -132,7 +132,7 @@ def test_signal_already_aborted_sends_nothing_and_raises_reason(make_server, mak
     assert info.value is reason
     assert client.request("/").body.bytes() == b"ok"
     assert len(server.requests) == 1
-    assert ac.signal._listeners == []
+    assert not ac.signal._listeners
 
 
 def test_signal_abort_while_waiting_for_head_delivers_reason(make_server, make_client):
@@ -176,7 +176,7 @@ def test_request_dispatch_error_does_not_leave_listener_on_signal(make_server, m
     ac = AbortController()
     with pytest.raises(errors.InvalidArgumentError):
         client.request("/", headers={"bad name": "x"}, signal=ac.signal)
-    assert ac.signal._listeners == []
+    assert not ac.signal._listeners
 
 
 def test_callback_form_called_exactly_once_on_error_with_opaque(make_client):
@@ -712,7 +712,7 @@ def test_one_signal_many_requests_leaves_no_listeners(make_server, make_client):
         with client.request("/", signal=ac.signal) as r:
             assert r.status_code == 200
         client.stream("/", factory=lambda d: Sink(), signal=ac.signal)
-    assert ac.signal._listeners == []
+    assert not ac.signal._listeners
     ac.abort()  # nothing left to abort: no error anywhere
     assert client.request("/").body.bytes() == b"ok"
 
@@ -907,7 +907,7 @@ def test_dispatch_raising_synchronously_leaves_no_signal_listener(make_server, m
     ac = AbortController()
     with pytest.raises(LookupError):
         getattr(composed, call)("/", signal=ac.signal)
-    assert ac.signal._listeners == []
+    assert not ac.signal._listeners
 
 
 def test_blob_type_and_text_follow_the_file_api():

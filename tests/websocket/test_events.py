@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import gevent
 import pytest
@@ -197,3 +198,103 @@ def test_listeners_may_send_and_close_from_the_reader(ws_server, record):
     rec = record(ws)
     assert rec.wait_closed().was_clean
     assert echoed == [str(i) for i in range(50)]
+
+
+# -- AbortSignal is an EventTarget with the same rules (DOM §2.7) -------------------------
+
+
+def test_abort_signal_listeners_follow_the_dom_rules():
+    from greenhttp import AbortController
+
+    controller = AbortController()
+    signal = controller.signal
+    calls = []
+
+    class Listener:
+        def handle_event(self, ev):
+            calls.append(("object", ev.type, ev.target is signal, ev.current_target is signal))
+
+    def first(ev):
+        calls.append("first")
+        signal.remove_event_listener("abort", removed)  # an earlier listener removes a later one
+
+    def removed(ev):
+        calls.append("removed")
+
+    def twice(ev):
+        calls.append("twice")
+
+    signal.add_event_listener("abort", first)
+    signal.onabort = lambda ev: calls.append("onabort")  # its place is where it was first set
+    signal.add_event_listener("abort", removed)
+    signal.add_event_listener("abort", twice)
+    signal.add_event_listener("abort", twice)  # added twice: runs once
+    signal.add_event_listener("abort", Listener())
+    controller.abort()
+    controller.abort()  # once only
+    assert calls == ["first", "onabort", "twice", ("object", "abort", True, True)]
+    assert not signal._listeners  # nothing kept after the abort
+
+
+def test_abort_event_carries_the_event_fields():
+    from greenhttp import AbortController
+
+    controller = AbortController()
+    seen = []
+    controller.signal.add_event_listener("abort", seen.append)
+    before = time.time()
+    controller.abort()
+    [ev] = seen
+    assert isinstance(ev, Event) and ev.type == "abort" and ev.target is controller.signal
+    assert ev.current_target is None and ev.default_prevented is False and ev.bubbles is False
+    assert before <= ev.time_stamp <= time.time()
+
+
+def test_every_event_has_a_time_stamp_in_seconds_since_the_epoch():
+    before = time.time()
+    for ev in (Event("open"), MessageEvent("message", data="x"), CloseEvent("close"), ErrorEvent("error")):
+        assert before <= ev.time_stamp <= time.time()
+
+
+def test_stop_immediate_propagation_holds_for_one_dispatch_only():
+    target = EventTarget()
+    calls = []
+
+    def stopper(ev):
+        calls.append(1)
+        ev.stop_immediate_propagation()
+
+    target.add_event_listener("x", stopper)
+    target.add_event_listener("x", lambda ev: calls.append(2))
+    target.add_event_listener("x", lambda ev: calls.append(3))
+    ev = Event("x")
+    target.dispatch_event(ev)
+    target.remove_event_listener("x", stopper)
+    target.dispatch_event(ev)  # the same event object again: the stop was for the first dispatch
+    assert calls == [1, 2, 3]
+
+
+def test_current_target_goes_back_to_none_even_with_no_listener():
+    target = EventTarget()
+    ev = Event("nobody-listens")
+    target.dispatch_event(ev)
+    assert ev.target is target and ev.current_target is None
+
+
+def test_a_bound_method_is_one_listener_however_often_it_is_looked_up():
+    target = EventTarget()
+
+    class Owner:
+        def __init__(self):
+            self.calls = 0
+
+        def on_x(self, ev):
+            self.calls += 1
+
+    owner = Owner()
+    target.add_event_listener("x", owner.on_x)
+    target.add_event_listener("x", owner.on_x)
+    target.dispatch_event(Event("x"))
+    target.remove_event_listener("x", owner.on_x)  # a new bound method object, equal to the first
+    target.dispatch_event(Event("x"))
+    assert owner.calls == 1

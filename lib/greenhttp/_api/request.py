@@ -47,6 +47,9 @@ def bind_signal(signal: Any, abort: Callable[[Any], None]) -> Callable[[], None]
             return None
         return lambda: remove("abort", listener)
     if hasattr(signal, "on"):
+        if getattr(signal, "aborted", False):  # (checked first whatever the shape, as the original)
+            abort(_reason(signal))
+            return None
 
         def on_abort(*_args: Any) -> None:
             abort(_reason(signal))
