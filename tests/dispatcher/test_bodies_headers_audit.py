@@ -585,3 +585,41 @@ def test_a_blob_of_a_response_read_with_raw_headers_keeps_its_type(make_server, 
         assert (blob.bytes(), blob.type) == (b"hi", "text/plain")
         blob = client.request(path="/").body.blob()
         assert (blob.bytes(), blob.type) == (b"hi", "text/plain")
+
+
+def test_a_blobs_type_is_read_only():
+    # It goes out as the content-type header: only the constructor's check may set it.
+    blob = Blob([b"abc"], type="text/plain")
+    with pytest.raises(AttributeError):
+        blob.type = "text/x\r\nx-injected: 1"  # type: ignore[misc]
+    assert blob.type == "text/plain"
+
+
+@pytest.mark.parametrize("interceptor", ["retry", "redirect"])
+def test_a_blob_body_keeps_its_content_type_through_retry_and_redirect(make_server, interceptor):
+    # REFERENCE §3.4: a Blob brings its content-type. These two interceptors made the
+    # body replayable by turning it into a stream, and its type was lost.
+    seen = []
+
+    def handler(conn):
+        while (req := conn.read_request()) is not None:
+            seen.append((req.header("content-type"), req.header("content-length"), req.body))
+            if interceptor == "redirect" and len(seen) == 1:
+                conn.respond(b"", status="307 Temporary Redirect", headers=[("Location", "/next")])
+            elif interceptor == "retry" and len(seen) == 1:
+                conn.respond(b"", status="503 Service Unavailable", headers=[("Retry-After", "0")])
+            else:
+                conn.respond(b"done")
+
+    server = make_server(handler)
+    icpt = greenhttp.interceptors.retry(min_timeout=0.001) if interceptor == "retry" else (
+        greenhttp.interceptors.redirect(max_redirections=2)
+    )
+    client = greenhttp.Client(server.origin)
+    try:
+        r = client.compose(icpt).request(path="/", method="PUT", body=Blob([b"abc"], type="text/x"))
+        assert r.body.text() == "done"
+        assert seen == [("text/x", "3", b"abc")] * 2
+    finally:
+        with gevent.Timeout(5):
+            client.destroy()

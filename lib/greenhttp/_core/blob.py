@@ -21,7 +21,7 @@ def buffer_of(obj: Any) -> memoryview | None:
 class Blob:
     """Immutable binary data with a ``type``. Never blocks; safe to share between greenlets."""
 
-    __slots__ = ("_data", "type")
+    __slots__ = ("_data", "_type")
 
     def __init__(self, parts: Iterable[Any] = (), type: str = "") -> None:
         """``parts``: an iterable (the File API's sequence) of bytes-like objects,
@@ -50,7 +50,13 @@ class Blob:
             raise TypeError(f"Blob type must be a str, got {type.__class__.__name__}")
         self._data: builtins.bytes = b"".join(chunks)
         # File API: a type with any character outside U+0020..U+007E becomes "".
-        self.type = type.lower() if type.isascii() and type.isprintable() else ""
+        self._type = type.lower() if type.isascii() and type.isprintable() else ""
+
+    @property
+    def type(self) -> str:
+        """The media type, lower-case ("" when none, or when the one given was not
+        printable ASCII). Read-only: it goes out as a request's ``content-type``."""
+        return self._type
 
     @property
     def size(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .._core.blob import Blob
 from .._core.body import StreamBody, normalize_body
 from .._core.redirect import RedirectOptions, redirect_options
 from .._handlers.redirect import RedirectHandler
@@ -22,9 +23,10 @@ _OPTION_NAMES = (
 
 
 def replayable_body(opts: dict[str, Any]) -> dict[str, Any]:
-    """``opts`` with a streamed body wrapped once, so a second send can tell it was used."""
+    """``opts`` with a streamed body wrapped once, so a second send can tell it was used.
+    One that can be sent again as it is stays as it is (a Blob keeps its ``type``)."""
     body = opts.get("body")
-    if body is None or isinstance(body, (bytes, str, bytearray, memoryview, StreamBody)):
+    if body is None or isinstance(body, (bytes, str, bytearray, memoryview, Blob, StreamBody)):
         return opts
     return {**opts, "body": normalize_body(body)}
 
