@@ -8,7 +8,11 @@ at construction with errors that name the option.
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import gevent
+import gevent.event
 import pytest
 
 import greenhttp
@@ -174,3 +178,64 @@ def test_retry_handler_resends_a_list_of_chunks(routes, make_client, recorder):
         rec.done.wait()
     assert (rec.error, rec.status) == (None, 200)
     assert [r.body for r in server.requests] == [b"abcdef", b"abcdef"]
+
+
+def _quiet_decompress() -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", greenhttp.ExperimentalWarning)
+        return greenhttp.interceptors.decompress()
+
+
+class _WholeBodyReader:
+    """A handler that asks for the body whole as its head arrives (as body.bytes() does)."""
+
+    def __init__(self) -> None:
+        self.controllers: list[Any] = []
+        self.body = b""
+        self.error: BaseException | None = None
+        self.done = gevent.event.Event()
+
+    def on_request_start(self, controller: Any, context: Any) -> None:
+        self.controllers.append(controller)
+
+    def on_response_start(self, controller: Any, status: int, headers: Any, message: str) -> None:
+        self.controllers.append(controller)
+        controller.wants_whole_body()
+
+    def on_response_data(self, controller: Any, chunk: bytes) -> None:
+        self.body += chunk
+
+    def on_response_end(self, controller: Any, trailers: Any) -> None:
+        self.controllers.append(controller)
+        self.done.set()
+
+    def on_response_error(self, controller: Any, err: BaseException) -> None:
+        self.error = err
+        self.done.set()
+
+
+@pytest.mark.parametrize(
+    "make_interceptor",
+    [
+        lambda: greenhttp.interceptors.retry(),
+        lambda: greenhttp.interceptors.redirect(max_redirections=2),
+        lambda: greenhttp.interceptors.dump(),
+        lambda: _quiet_decompress(),
+        lambda: greenhttp.interceptors.deduplicate(),
+        lambda: greenhttp.interceptors.cache(),
+        lambda: greenhttp.interceptors.response_error(),
+    ],
+    ids=["retry", "redirect", "dump", "decompress", "deduplicate", "cache", "response_error"],
+)
+def test_behind_every_interceptor_the_controller_is_a_controller(routes, make_client, make_interceptor):
+    # handlers.md: the controller is a greenhttp.Controller with wants_whole_body(); behind
+    # five interceptors it was not, and wants_whole_body() raised AttributeError behind three.
+    server = routes({"/x": lambda conn, req: conn.respond(b"payload")})
+    client = make_client(server.origin)
+    handler = _WholeBodyReader()
+    client.compose(make_interceptor()).dispatch({"path": "/x", "method": "GET"}, handler)
+    with gevent.Timeout(5):
+        handler.done.wait()
+    assert handler.error is None
+    assert len(handler.controllers) == 3
+    assert all(isinstance(c, greenhttp.Controller) for c in handler.controllers)

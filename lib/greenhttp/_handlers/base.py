@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._core.controller import Controller
+
 __all__ = ["DecoratorHandler", "StandInController", "SteeringController"]
 
 
@@ -56,9 +58,15 @@ class DecoratorHandler:
 
 
 class _TargetsRawFields:
-    """``raw_headers`` and ``raw_trailers``: those of the controller stood in for (``target``)."""
+    """``raw_headers``, ``raw_trailers`` and the ``wants_whole_body`` hint: those of
+    the controller stood in for (``target``)."""
 
     target: Any
+
+    def wants_whole_body(self) -> None:
+        target = self.target
+        if target is not None and hasattr(target, "wants_whole_body"):
+            target.wants_whole_body()
 
     @property
     def raw_headers(self) -> Any:
@@ -155,3 +163,8 @@ class SteeringController(_TargetsRawFields):
         if self._abort_reason is not None:
             return self._abort_reason
         return self.target.reason if self.target is not None else None
+
+
+# The controllers a handler gets behind an interceptor are Controllers too (handlers.md).
+Controller.register(StandInController)
+Controller.register(SteeringController)

@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._core import cache_policy as policy
+from .._core.controller import Controller
 from .._runtime import call_soon
 from ..errors import RequestAbortedError
 from .base import DecoratorHandler
@@ -168,6 +169,11 @@ class Relay:
             if not self._done:
                 call_soon(self._pump)
 
+    def wants_whole_body(self) -> None:
+        upstream = self.upstream  # (a body played from the store is in memory already)
+        if upstream is not None and hasattr(upstream, "wants_whole_body"):
+            upstream.wants_whole_body()
+
     @property
     def aborted(self) -> bool:
         return self.upstream.aborted if self.upstream is not None else self._aborted
@@ -265,6 +271,9 @@ class Relay:
     @staticmethod
     def _report(err: BaseException) -> None:
         _log.error("greenhttp: unhandled error in a handler of a cached response: %r", err)
+
+
+Controller.register(Relay)
 
 
 class NullHandler:

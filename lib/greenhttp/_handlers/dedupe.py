@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from .._core.controller import Controller
 from .._runtime import call_soon
 from ..errors import RequestAbortedError
 
@@ -89,6 +90,9 @@ class Subscriber:
     @property
     def reason(self) -> BaseException | None:
         return self._reason
+
+    def wants_whole_body(self) -> None:
+        """A hint only, and the shared request serves others: ignored."""
 
     @property
     def raw_headers(self) -> list[bytes] | None:
@@ -168,6 +172,9 @@ class Subscriber:
         if not backlog and self.end is not None and not self._paused:
             trailers, self.end = self.end, None
             self.finish(trailers)
+
+
+Controller.register(Subscriber)
 
 
 class Fanout:

@@ -50,6 +50,9 @@ class _DumpHandler(StandInController):
     def resume(self) -> None:
         pass
 
+    def wants_whole_body(self) -> None:  # the body is dropped as it comes: never gathered whole
+        pass
+
     @property
     def aborted(self) -> bool:
         return self._abort_reason is not None
