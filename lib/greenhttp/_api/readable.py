@@ -332,6 +332,7 @@ class BodyReadable:
         """Stop reading. An unfinished body aborts its request (the connection closes)."""
         if self._closed:
             return
+        self._used = True  # (what was not read is gone: as a destroyed stream is disturbed)
         if self._ended:
             self._closed = True
             self._chunks.clear()
