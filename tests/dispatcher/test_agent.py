@@ -356,3 +356,48 @@ def test_close_with_callback(make_server, make_agent):
     done = gevent.event.AsyncResult()
     agent.close(callback=lambda err, value: done.set((err, value)))
     assert done.get(timeout=5) == (None, None)
+
+
+class _CountingClient(greenhttp.Client):
+    """A pool member counting how often its stats are read."""
+
+    reads = 0
+
+    @property
+    def stats(self):
+        type(self).reads += 1
+        return super().stats
+
+
+def test_a_storm_of_disconnects_does_not_read_every_members_stats_at_each_one(make_server):
+    # An Agent decides at each disconnect whether the origin's Pool is idle. It read the
+    # Pool's stats, which visit every member: N disconnects at once cost N² (3,000
+    # keep-alive connections expiring together froze the hub for seconds).
+    n = 60
+    server = make_server(serve_forever(b"ok"))
+    _CountingClient.reads = 0
+    agent = greenhttp.Agent(
+        factory=lambda origin, **opts: greenhttp.Pool(origin, factory=_CountingClient, **opts),
+        keep_alive_timeout=0.2,
+    )
+    gone = []
+    all_gone = gevent.event.Event()
+
+    def on_disconnect(origin, targets, err=None):
+        gone.append(origin)
+        if len(gone) == n:
+            all_gone.set()
+
+    agent.on("disconnect", on_disconnect)
+    try:
+        jobs = [gevent.spawn(agent.request, origin=server.origin, path="/") for _ in range(n)]
+        gevent.joinall(jobs, timeout=10, raise_error=True)
+        for job in jobs:
+            assert job.value.body.text() == "ok"
+        assert server.accepted == n  # one connection each: all were asked for at once
+        assert all_gone.wait(10), f"{len(gone)} of {n} connections closed"
+        assert _CountingClient.reads < n  # not n * n / 2
+        assert agent._dispatchers == {}  # and the idle Pool was still forgotten
+    finally:
+        with gevent.Timeout(5):
+            agent.destroy()

@@ -202,9 +202,14 @@ class Agent(Dispatcher):
         """After a disconnect: drop an origin's dispatcher with no connection and nothing to do."""
         if self._closed or ckey not in self._dispatchers or self._dispatchers[ckey] is not dispatcher:
             return
-        stats = getattr(dispatcher, "stats", None)
-        if stats is None or stats.connected or stats.size:
-            return
+        idle = getattr(dispatcher, "_idle", None)  # a Pool's: cheaper than its stats
+        if idle is not None:
+            if not idle():
+                return
+        else:
+            stats = getattr(dispatcher, "stats", None)
+            if stats is None or stats.connected or stats.size:
+                return
         del self._dispatchers[ckey]
         for spelling in [k for k, d in self._routes.items() if d is dispatcher]:
             del self._routes[spelling]

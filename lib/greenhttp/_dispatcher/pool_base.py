@@ -50,6 +50,10 @@ class PoolBase(Dispatcher):
         """True when a request dispatched now would wait in the pool's queue."""
         return self._core.busy
 
+    def _idle(self) -> bool:
+        """Nothing to do and no connection (for an Agent deciding to forget this pool)."""
+        return self._core.idle()
+
     @property
     def stats(self) -> PoolStats:
         """A snapshot: ``connected`` and ``free`` members, ``pending`` (the queue plus

@@ -117,6 +117,25 @@ class PoolCore:
             return True
         return not any(not m.retired for m in self._free) and not self._has_room()
 
+    def idle(self) -> bool:
+        """Nothing queued and no member connected, connecting or with work to do: what
+        an Agent forgets after a disconnect. It stops at the first member in use, so it
+        costs little while the pool is busy (``stats`` visits every member, and an
+        Agent asks at every disconnect: a storm of them cost N² before). Members already
+        retiring are closing anyway, gracefully: they do not count."""
+        if self._queue:
+            return False
+        for m in self._members:
+            core = m.core
+            if core is not None:
+                if core._conn is not None or core._connecting or core._pending or core._held:
+                    return False
+            else:
+                s = m.client.stats
+                if s.connected or s.size:
+                    return False
+        return True
+
     @property
     def stats(self) -> PoolStats:
         connected = free = pending = running = size = 0
