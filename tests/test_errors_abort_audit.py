@@ -475,3 +475,31 @@ def test_an_already_aborted_node_style_signal_fails_the_request_at_once(make_ser
     finally:
         with gevent.Timeout(5):
             client.destroy()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "hint"),
+    [
+        ("data", b"payload", "body="),
+        ("json", {"a": 1}, "body=json.dumps"),
+        ("params", {"q": "1"}, "query="),
+        ("timeout", 5, "headers_timeout="),
+        ("connect_timeout", 0.5, "dispatcher"),
+        ("allow_redirects", True, "redirect interceptor"),
+        ("follow_redirects", True, "redirect interceptor"),
+    ],
+)
+def test_the_option_names_of_requests_are_refused_with_the_replacement(make_server, name, value, hint):
+    # Ignored like any unknown key, data= sent an empty POST and timeout= applied none;
+    # the users migrating from requests (docs/migrating.md) are told instead.
+    server = make_server(serve_forever(b"unexpected"))
+    client = greenhttp.Client(server.origin)
+    try:
+        with pytest.raises(errors.InvalidArgumentError, match=f"{name} is not a request option") as caught:
+            client.request(path="/", method="POST", **{name: value})
+        assert hint in str(caught.value)
+        assert server.requests == []
+        assert client.request(path="/", unknown_to_all="kept for interceptors").body.text() == "unexpected"
+    finally:
+        with gevent.Timeout(5):
+            client.destroy()

@@ -302,6 +302,8 @@ class Request:
                         setter(self, value)
                     elif key == "dispatcher":
                         raise InvalidArgumentError("dispatcher is not supported by instance methods")
+                    elif key in _MISPLACED:
+                        raise InvalidArgumentError(f"{key} is not a request option: {_MISPLACED[key]}")
             if self.content_length is not None:
                 self._check_length()
             blob_type = self._blob_type
@@ -679,6 +681,19 @@ def _header_rules(pairs: list[tuple[str, str]]) -> _HeaderSet:
             out.append((name, value))
     return HeaderList(out), close_requested, host, length, content_type
 
+
+# Other unknown options are ignored (an interceptor may read its own), but these, the
+# names requests and httpx give, would be ignored to the caller's surprise: a body or
+# a query not sent, a timeout not applied. The fix is named instead.
+_MISPLACED: Final[dict[str, str]] = {
+    "data": "use body= (bytes, str, a file or an iterable)",
+    "json": "use body=json.dumps(obj) and a content-type header",
+    "params": "use query=",
+    "timeout": "use headers_timeout= and body_timeout= (seconds); connect_timeout= is the dispatcher's",
+    "connect_timeout": "it is an option of the dispatcher (Client, Pool, Agent)",
+    "allow_redirects": "use the redirect interceptor",
+    "follow_redirects": "use the redirect interceptor",
+}
 
 # Option name -> setter. The caller's keyword order applies them; the one pair whose
 # order could matter, "reset" and "headers", gives the same result either way.
