@@ -48,16 +48,20 @@ from testkit import (  # noqa: F401  (re-exported for the fixtures below)
 
 @pytest.fixture
 def fresh_global():
-    """The test starts with no global dispatcher; the one it had is put back after,
-    and whatever the test made global is destroyed."""
-    saved = _global._global_dispatcher
+    """The test starts with no global dispatcher (none set, no default made); the
+    ones it had are put back after, and whatever the test made global is destroyed."""
+    saved, saved_defaults = _global._global_dispatcher, dict(_global._defaults)
     _global._global_dispatcher = None
+    _global._defaults.clear()
     yield
-    made = _global._global_dispatcher
+    made = [_global._global_dispatcher, *_global._defaults.values()]
     _global._global_dispatcher = saved
-    if made is not None and made is not saved:
-        with gevent.Timeout(5):
-            made.destroy()
+    _global._defaults.clear()
+    _global._defaults.update(saved_defaults)
+    for d in made:
+        if d is not None and d is not saved and d not in saved_defaults.values():
+            with gevent.Timeout(5):
+                d.destroy()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import weakref
 from collections.abc import Callable
 from functools import partial
 from typing import Any, overload
@@ -23,7 +24,7 @@ from ._core.option_types import PipelineOptions, RequestOptions, Unpack, Upgrade
 from ._core.url import C0_CONTROL_OR_SPACE, parse_origin
 from ._dispatcher.agent import Agent
 from ._dispatcher.base import Dispatcher
-from ._runtime import spawn
+from ._runtime import get_hub, get_hub_if_exists, spawn
 from .errors import InvalidArgumentError
 
 __all__ = [
@@ -36,26 +37,31 @@ __all__ = [
     "connect",
 ]
 
-_global_dispatcher: Any = None
-_made_by_default: Agent | None = None  # the Agent get_global_dispatcher() made, while global
+_global_dispatcher: Any = None  # the one set_global_dispatcher() set: every thread's
+# Otherwise each gevent hub (one per OS thread) gets a default Agent of its own on first
+# use, since a dispatcher belongs to the hub that runs it: greenhttp.request() then works
+# from any thread, and after a test harness replaced the hub.
+_defaults: weakref.WeakKeyDictionary[Any, Agent] = weakref.WeakKeyDictionary()
 
 
 def _after_fork_in_child() -> None:
-    """In a forked child: the default Agent the parent made is the parent's.
+    """In a forked child: the default Agents the parent made are the parent's.
 
-    The child makes its own on first use; the inherited one is destroyed in
-    the background, without a byte sent (closing the child's copies of its
-    sockets sends no FIN while the parent holds them, and HTTP/2 says no
-    GOAWAY from another process), so its reader greenlets never read the
-    parent's answers. A dispatcher set with set_global_dispatcher() stays:
-    the user made it, and docs/concurrency.md says to make it after the fork.
+    The child makes its own on first use; the inherited one of this thread's hub
+    is destroyed in the background, without a byte sent (closing the child's
+    copies of its sockets sends no FIN while the parent holds them, and HTTP/2
+    says no GOAWAY from another process), so its reader greenlets never read
+    the parent's answers; those of other threads' hubs, whose threads did not
+    survive the fork, are dropped. A dispatcher set with set_global_dispatcher()
+    stays: the user made it, and docs/concurrency.md says to make it after the fork.
     """
-    global _global_dispatcher, _made_by_default
-    inherited = _made_by_default
-    if inherited is None or _global_dispatcher is not inherited:
+    if not _defaults:
         return
-    _global_dispatcher = _made_by_default = None
-    spawn(_let_go, inherited)
+    hub = get_hub_if_exists()  # (making one here would be a side effect of any fork)
+    inherited = _defaults.pop(hub, None) if hub is not None else None
+    _defaults.clear()
+    if inherited is not None:
+        spawn(_let_go, inherited)
 
 
 def _let_go(dispatcher: Any) -> None:
@@ -90,14 +96,16 @@ def set_global_dispatcher(dispatcher: Any) -> None:
 
 
 def get_global_dispatcher() -> Any:
-    """The global dispatcher; an :class:`Agent` with default options is made on first use.
-
-    Never blocks; greenlet-safe.
+    """The global dispatcher: the one :func:`set_global_dispatcher` set, else this
+    thread's default, an :class:`Agent` with default options made on first use
+    (one per gevent hub, so per OS thread). Never blocks; greenlet-safe.
     """
-    global _global_dispatcher, _made_by_default
     dispatcher = _global_dispatcher
     if dispatcher is None:
-        dispatcher = _global_dispatcher = _made_by_default = Agent()
+        hub = get_hub()
+        dispatcher = _defaults.get(hub)
+        if dispatcher is None:
+            dispatcher = _defaults[hub] = Agent()
     return dispatcher
 
 

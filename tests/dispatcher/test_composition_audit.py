@@ -10,7 +10,7 @@ import gevent.event
 import pytest
 
 import greenhttp
-from greenhttp import errors, interceptors
+from greenhttp import _global, errors, interceptors
 
 
 def routes(table):
@@ -335,9 +335,9 @@ def test_agent_close_and_destroy_reach_every_origin(make_server):
 
 @pytest.fixture
 def restore_global():
-    before = greenhttp.get_global_dispatcher()
+    before = _global._global_dispatcher  # (None: each hub's default)
     yield
-    greenhttp.set_global_dispatcher(before)
+    _global._global_dispatcher = before
 
 
 @pytest.mark.parametrize("bad", [None, 3, object(), greenhttp.Agent])

@@ -111,7 +111,7 @@ def test_request_through_a_given_dispatcher(make_server, make_client):
     server = make_server(echo_target)
     client = make_client(server.origin)
     assert greenhttp.request(server.origin + "/c", dispatcher=client).body.text() == "GET /c"
-    assert _global._global_dispatcher is None  # the global one was never made
+    assert _global._global_dispatcher is None and not _global._defaults  # the global one was never made
     pool = greenhttp.Pool(server.origin, connections=2)
     try:
         r = greenhttp.request(server.origin + "/p", dispatcher=pool, headers={"x": "1"})
@@ -246,3 +246,29 @@ def test_the_url_cache_stays_small(make_server):
     for i in range(300):
         assert greenhttp.request(f"{server.origin}/?i={i}").body.text() == f"GET /?i={i}"
     assert len(_global._SPLIT_URLS) <= 256
+
+
+def test_each_thread_gets_a_default_global_dispatcher_of_its_own(make_server):
+    # A dispatcher belongs to the hub of the thread that runs it: one default shared
+    # across threads hung a second thread's requests (or its close()). Each hub now
+    # makes its own; one set with set_global_dispatcher() is still everyone's.
+    server = make_server(serve_forever(b"hi"))
+    main = greenhttp.get_global_dispatcher()
+    assert greenhttp.request(server.origin + "/main").body.text() == "hi"
+
+    def in_a_thread():
+        hub = gevent.get_hub()
+        try:
+            mine = greenhttp.get_global_dispatcher()
+            with gevent.Timeout(10):
+                text = greenhttp.request(server.origin + "/thread").body.text()
+                mine.close()
+            return mine, hub, text
+        finally:
+            hub.destroy(destroy_loop=True)  # its loop's descriptors with it
+
+    mine, hub, text = gevent.get_hub().threadpool.apply(in_a_thread)
+    assert text == "hi"
+    assert isinstance(mine, greenhttp.Agent) and mine is not main and mine.destroyed
+    assert _global._defaults.pop(hub) is mine
+    assert greenhttp.get_global_dispatcher() is main  # this thread's is unchanged

@@ -17,6 +17,7 @@ import gevent.event
 import gevent.lock
 import gevent.queue
 from gevent import GreenletExit, Timeout, get_hub, getcurrent, spawn
+from gevent._hub_local import get_hub_if_exists
 
 from . import hot
 from .hot import THROUGH_HUB, Deadline, Parker, Spin, at_round_end, reader_park, timer_seconds
@@ -36,6 +37,7 @@ __all__ = [
     "call_soon",
     "getcurrent",
     "get_hub",
+    "get_hub_if_exists",
     "kill",
     "now",
     "read_buffer",
