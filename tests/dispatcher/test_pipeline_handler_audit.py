@@ -78,3 +78,37 @@ def test_a_write_after_the_request_failed_mid_response_raises_its_error(make_ser
         with pytest.raises(KeyError):
             duplex.read()
     duplex.close()
+
+
+@pytest.mark.parametrize("answered", [False, True], ids=["before-the-head", "after-the-head"])
+def test_after_close_a_write_raises_the_same_error_as_a_read(make_server, make_client, answered):
+    # docs/request-api.md: once the request failed, read() and later write()s raise its
+    # error; close() aborts it, and write() said "write after end" instead.
+    def handler(conn):
+        conn.read_until(b"\r\n\r\n")
+        if answered:
+            conn.send(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nhello")
+        conn.wait_closed()
+
+    client = make_client(make_server(handler).origin)
+    duplex = client.pipeline(path="/", method="PUT", handler=lambda data: data.body)
+    duplex.write(b"x")
+    with gevent.Timeout(5):
+        if answered:
+            assert duplex.read(5) == b"hello"
+        duplex.close()
+        with pytest.raises(greenhttp.errors.RequestAbortedError):
+            duplex.read()
+        with pytest.raises(greenhttp.errors.RequestAbortedError):
+            duplex.write(b"more")
+
+
+def test_a_write_after_end_is_still_refused_as_such(make_server, make_client):
+    client = make_client(make_server(serve_forever(b"ok")).origin)
+    duplex = client.pipeline(path="/", method="PUT", handler=lambda data: data.body)
+    duplex.end(b"all")
+    with pytest.raises(greenhttp.errors.InvalidArgumentError, match="write after end"):
+        duplex.write(b"more")
+    with gevent.Timeout(5):
+        assert duplex.read() == b"ok"
+    duplex.close()

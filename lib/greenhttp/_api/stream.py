@@ -149,9 +149,10 @@ class PipelineDuplex:
 
     # -- request side ---------------------------------------------------------
     def write(self, data: Any) -> None:
-        """Append ``data`` (bytes or str) to the request body. Blocks while the queue is full."""
-        if self._ended or self._closed:
-            raise InvalidArgumentError("write after end")
+        """Append ``data`` (bytes or str) to the request body. Blocks while the queue is full.
+
+        Raises the request's error once it failed (``close()`` included, as
+        ``read()`` does), else ``InvalidArgumentError`` after ``end()``."""
         if self._error is not None:
             raise self._error
         resp = self._response
@@ -159,6 +160,8 @@ class PipelineDuplex:
             # The request failed after its head came (aborted, the connection lost):
             # the original's duplex is destroyed then, and a write to it fails.
             raise resp.body._error
+        if self._ended or self._closed:
+            raise InvalidArgumentError("write after end")
         if self._body_gone:
             return
         if isinstance(data, str):
@@ -234,6 +237,8 @@ class PipelineDuplex:
             resp.body.close()
         elif not self._ready.ready():
             self._error = RequestAbortedError()
+            # (Said here too: a greenlet killed before it started never runs its handler.)
+            self._ready.set_exception(self._error)
             self._greenlet.kill(block=False)
         if not self._ended:
             self._ended = True
