@@ -340,3 +340,18 @@ def test_opened_closed_and_url_are_read_only(ws_server):
     s.opened.get(timeout=5)
     s.close()
     assert s.closed.get(timeout=5) == {"close_code": 1005, "reason": ""}
+
+
+def test_an_open_stream_lets_go_of_the_signal_it_no_longer_heeds(ws_server):
+    # The signal aborts the handshake only: once open, a stream keeps no listener on it
+    # (twenty streams sharing one controller held twenty until they closed).
+    server = ws_server()
+    controller = AbortController()
+    streams = [WebSocketStream(server.url(), signal=controller.signal) for _ in range(5)]
+    for s in streams:
+        s.opened.get(timeout=5)
+    assert not controller.signal._listeners
+    controller.abort()  # does nothing to open streams
+    for s in streams:
+        s.close()
+        assert s.closed.get(timeout=5) == {"close_code": 1005, "reason": ""}

@@ -237,6 +237,9 @@ class Session:
             if self._error is None:
                 self._error = _failure("the opening handshake was aborted", 1006)
             return None
+        if self._unbind is not None:  # the user's signal aborts the handshake only: let it go
+            self._unbind()
+            self._unbind = None
         return sock, negotiated
 
     def _start(self, sock: Any, negotiated: Negotiated) -> None:
