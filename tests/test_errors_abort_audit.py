@@ -325,16 +325,22 @@ def test_dispatch_options_that_are_not_a_dict_are_an_invalid_argument(kind, opti
             dispatcher.destroy()
 
 
+def _dispatcher_of(kind: str, origin: str) -> tuple[Any, Any]:
+    """``(the dispatcher to destroy, the one to dispatch on)`` of a kind: a Client, Pool
+    or Agent, or a Client composed with an interceptor that changes nothing."""
+    if kind == "Agent":
+        dispatcher = greenhttp.Agent()
+    else:
+        dispatcher = getattr(greenhttp, "Client" if kind == "composed" else kind)(origin)
+    return dispatcher, dispatcher.compose(lambda dispatch: dispatch) if kind == "composed" else dispatcher
+
+
 @pytest.mark.parametrize("kind", ["Client", "Pool", "Agent", "composed"])
 @pytest.mark.parametrize("handler", [None, "handler", 1, b"x"], ids=["none", "str", "int", "bytes"])
 def test_dispatch_without_a_handler_object_raises_and_sends_nothing(make_server, kind, handler):
     # As the original's "handler must be an object": nobody could be told of an error.
     server = make_server(lambda conn: conn.respond(b"unexpected"))
-    if kind == "Agent":
-        dispatcher = greenhttp.Agent()
-    else:
-        dispatcher = getattr(greenhttp, "Client" if kind == "composed" else kind)(server.origin)
-    target = dispatcher.compose(lambda dispatch: dispatch) if kind == "composed" else dispatcher
+    dispatcher, target = _dispatcher_of(kind, server.origin)
     try:
         with pytest.raises(errors.InvalidArgumentError, match="handler must be an object"):
             target.dispatch({"origin": server.origin, "path": "/", "method": "GET"}, handler)
@@ -379,11 +385,7 @@ def test_dispatch_refuses_a_handler_of_another_api_and_sends_nothing(make_server
     # REFERENCE §0: the legacy handler API is not accepted, with a clear InvalidArgumentError;
     # its handler, with none of the methods dispatch() calls, would otherwise wait for ever.
     server = make_server(lambda conn: conn.respond(b"unexpected"))
-    if kind == "Agent":
-        dispatcher = greenhttp.Agent()
-    else:
-        dispatcher = getattr(greenhttp, "Client" if kind == "composed" else kind)(server.origin)
-    target = dispatcher.compose(lambda dispatch: dispatch) if kind == "composed" else dispatcher
+    dispatcher, target = _dispatcher_of(kind, server.origin)
     handler = handler_type()
     try:
         with pytest.raises(errors.InvalidArgumentError, match="invalid handler") as caught:
