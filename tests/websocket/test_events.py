@@ -298,3 +298,14 @@ def test_a_bound_method_is_one_listener_however_often_it_is_looked_up():
     target.remove_event_listener("x", owner.on_x)  # a new bound method object, equal to the first
     target.dispatch_event(Event("x"))
     assert owner.calls == 1
+
+
+@pytest.mark.parametrize("cls", [MessageEvent, CloseEvent, ErrorEvent])
+def test_event_constructors_take_the_doms_event_init_fields(cls):
+    # REFERENCE §10.3: WebIDL init dicts, bubbles/cancelable/composed included.
+    ev = cls("x", {"bubbles": True, "cancelable": True})
+    assert (ev.bubbles, ev.cancelable, ev.composed) == (True, True, False)
+    assert cls("x", composed=True).composed is True
+    assert (cls("x").bubbles, cls("x").cancelable) == (False, False)
+    with pytest.raises(TypeError, match="has no field"):
+        cls("x", {"bubble": True})

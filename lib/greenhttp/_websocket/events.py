@@ -3,7 +3,8 @@
 After the HTML standard's interfaces, with snake_case fields. Each takes the
 event type and then either an init dict (the WebIDL shape) or keywords:
 ``CloseEvent("close", code=1000, reason="", was_clean=True)`` and
-``CloseEvent("close", {"code": 1000})`` are the same. Plain data: nothing
+``CloseEvent("close", {"code": 1000})`` are the same; the DOM's ``bubbles``,
+``cancelable`` and ``composed`` are taken too. Plain data: nothing
 here blocks, and an event may be read from any greenlet.
 """
 
@@ -16,9 +17,16 @@ from .._event_target import Event
 __all__ = ["Event", "MessageEvent", "CloseEvent", "ErrorEvent"]
 
 
-def _init(cls: type, init: dict[str, Any] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+# The DOM's EventInit fields, which every event init dict may carry.
+_EVENT_INIT = ("bubbles", "cancelable", "composed")
+
+
+def _init(event: Event, cls: type, init: dict[str, Any] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
     fields = dict(cls._DEFAULTS)  # type: ignore[attr-defined]
     merged = {**(init or {}), **kwargs}
+    for name in _EVENT_INIT:
+        if name in merged:
+            setattr(event, name, bool(merged.pop(name)))
     unknown = set(merged) - set(fields)
     if unknown:
         raise TypeError(f"{cls.__name__} has no field {sorted(unknown)[0]!r}")
@@ -41,7 +49,7 @@ class MessageEvent(Event):
 
     def __init__(self, type: str, init: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(type)
-        f = _init(MessageEvent, init, kwargs)
+        f = _init(self, MessageEvent, init, kwargs)
         self.data: Any = f["data"]
         self.origin: str = f["origin"]
         self.last_event_id: str = f["last_event_id"]
@@ -81,7 +89,7 @@ class CloseEvent(Event):
 
     def __init__(self, type: str, init: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(type)
-        f = _init(CloseEvent, init, kwargs)
+        f = _init(self, CloseEvent, init, kwargs)
         self.was_clean: bool = bool(f["was_clean"])
         self.code: int = int(f["code"])
         self.reason: str = str(f["reason"])
@@ -104,7 +112,7 @@ class ErrorEvent(Event):
 
     def __init__(self, type: str, init: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(type)
-        f = _init(ErrorEvent, init, kwargs)
+        f = _init(self, ErrorEvent, init, kwargs)
         self.message: str = str(f["message"])
         self.filename: str = str(f["filename"])
         self.lineno: int = int(f["lineno"])
