@@ -13,6 +13,7 @@ import re
 import signal
 import socket as stdsocket
 import sys
+import threading
 import time
 import traceback
 import weakref
@@ -465,7 +466,17 @@ def _describe(g: Any) -> str:
     """A leaked greenlet, with where it was spawned (gevent records it by default,
     ``gevent.config.track_greenlet_tree``) and its hub (whose thread it runs in)."""
     hub_thread = getattr(g.parent, "thread_ident", None)
-    lines = [f"{g!r} started={bool(g) or g.dead} hub_thread={hub_thread}"]
+    here = gevent.get_hub()
+    lines = [
+        f"{g!r} started={bool(g) or g.dead} ran={g.gr_frame is not None or g.dead}"
+        f" hub_thread={hub_thread} ({_thread_name(hub_thread)}); this hub's thread"
+        f" {here.thread_ident}, its parent is this hub: {g.parent is here}"
+    ]
+    loop = getattr(g.parent, "loop", None)
+    queued = getattr(loop, "_callbacks", None)
+    if queued is not None:
+        mine = sum(1 for cb in list(queued) if getattr(cb, "callback", None) == g.switch)
+        lines.append(f"  its hub's loop: {len(queued)} callbacks queued, {mine} of them to start it")
     stack = getattr(g, "spawning_stack", None)
     if stack is not None:
         frames = [f for f in traceback.extract_stack(stack) if not _PYTEST_FRAME.search(f.filename)]
@@ -500,6 +511,13 @@ def _core_state(core: Any) -> str:
         "closing_parkers": core._closing_parkers,
     }
     return ", ".join(f"{k}={v!r}" for k, v in fields.items())
+
+
+def _thread_name(ident: Any) -> str:
+    for thread in threading.enumerate():
+        if thread.ident == ident:
+            return thread.name
+    return "no live thread"
 
 
 def describe_leaks(fds: dict[int, str], greenlets: list[Any]) -> str:
