@@ -62,6 +62,20 @@ def test_error_fields_survive_pickling():
     assert pickle.loads(pickle.dumps(cases[0])).status == 404
 
 
+@pytest.mark.parametrize("clone", [lambda e: pickle.loads(pickle.dumps(e)), copy.copy, copy.deepcopy])
+def test_a_dom_exception_and_a_websocket_error_keep_every_field_when_copied(clone):
+    # docs/errors.md: errors pickle (and copy) whole. These two kept only their
+    # constructor arguments, losing the opaque a callback= error carries.
+    aborted = errors.DOMException("This operation was aborted", "AbortError")
+    closed = errors.WebSocketError._closed_with("unclean close", 1006, "gone")
+    for err in (aborted, closed):
+        err.opaque = {"job": 7}
+        again = clone(err)
+        assert type(again) is type(err) and vars(again) == vars(err)
+        assert (again.name, again.message, again.opaque) == (err.name, err.message, {"job": 7})
+    assert (clone(closed).close_code, clone(closed).reason) == (1006, "gone")
+
+
 # -- abort signals on every API, in every phase ---------------------------------------------------
 
 

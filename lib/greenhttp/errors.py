@@ -356,9 +356,6 @@ class DOMException(GreenHTTPError):
         super().__init__(message)
         self.name = name
 
-    def __reduce__(self) -> Any:
-        return (self.__class__, (self.message, self.name))
-
 
 def usv(text: str) -> str:
     """``text`` as a WebIDL USVString: lone surrogates become U+FFFD."""
@@ -429,14 +426,6 @@ class WebSocketError(DOMException):
     def reason(self) -> str:
         """The close reason (read-only), "" without one."""
         return self._reason
-
-    def __reduce__(self) -> Any:
-        return (_rebuild_websocket_error, (self.__class__, self.message, self._close_code, self._reason))
-
-
-def _rebuild_websocket_error(cls: type[WebSocketError], message: str, code: int | None, reason: str) -> WebSocketError:
-    """Unpickle a :class:`WebSocketError`, whatever its code (see ``_closed_with``)."""
-    return cls._closed_with(message, code, reason)
 
 
 class ExperimentalWarning(Warning):
