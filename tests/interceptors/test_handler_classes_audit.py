@@ -239,3 +239,34 @@ def test_behind_every_interceptor_the_controller_is_a_controller(routes, make_cl
     assert handler.error is None
     assert len(handler.controllers) == 3
     assert all(isinstance(c, greenhttp.Controller) for c in handler.controllers)
+
+
+def test_a_decorator_whose_handler_takes_no_upgrade_closes_the_socket_and_reports_it(make_server, make_client):
+    # handlers.md: exactly one terminal call. The decorator skipped the missing method:
+    # the handler heard nothing after on_request_start, and the socket waited for the GC.
+    saw_close = gevent.event.Event()
+
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: foo\r\n\r\n")
+        if conn.wait_closed(5):
+            saw_close.set()
+
+    class NoUpgrade:
+        def __init__(self) -> None:
+            self.calls: list[Any] = []
+            self.done = gevent.event.Event()
+
+        def on_request_start(self, controller: Any, context: Any) -> None:
+            self.calls.append("start")
+
+        def on_response_error(self, controller: Any, err: BaseException) -> None:
+            self.calls.append(type(err))
+            self.done.set()
+
+    client = make_client(make_server(handler).origin)
+    inner = NoUpgrade()
+    client.dispatch({"path": "/", "method": "GET", "upgrade": "foo"}, greenhttp.DecoratorHandler(inner))
+    assert inner.done.wait(5)
+    assert inner.calls == ["start", errors.NotSupportedError]
+    assert saw_close.wait(5)  # closed now, not when the socket object is collected

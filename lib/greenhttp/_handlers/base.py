@@ -11,12 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from .._core.controller import Controller
+from ..errors import NotSupportedError
 
 __all__ = ["DecoratorHandler", "StandInController", "SteeringController"]
 
 
 class DecoratorHandler:
-    """Forwards every dispatch-handler callback to ``handler`` (callbacks it lacks are skipped).
+    """Forwards every dispatch-handler callback to ``handler`` (callbacks it lacks are
+    skipped, but for ``on_request_upgrade``: the socket is closed and the handler gets
+    ``on_response_error`` with a ``NotSupportedError`` instead).
 
     Greenlet-safety: one instance serves one request, driven by one reader greenlet.
     """
@@ -31,8 +34,12 @@ class DecoratorHandler:
 
     def on_request_upgrade(self, controller: Any, status_code: int, headers: Any, socket: Any) -> None:
         fn = getattr(self.handler, "on_request_upgrade", None)
-        if fn is not None:
-            fn(controller, status_code, headers, socket)
+        if fn is None:
+            # Nobody to take the socket: close it, and the raise reaches the handler's
+            # on_response_error, its one terminal call (a skipped upgrade left it none).
+            socket.close()
+            raise NotSupportedError("the handler has no on_request_upgrade method")
+        fn(controller, status_code, headers, socket)
 
     def on_response_start(self, controller: Any, status_code: int, headers: Any, status_message: str) -> None:
         fn = getattr(self.handler, "on_response_start", None)
