@@ -270,3 +270,28 @@ def test_a_decorator_whose_handler_takes_no_upgrade_closes_the_socket_and_report
     assert inner.done.wait(5)
     assert inner.calls == ["start", errors.NotSupportedError]
     assert saw_close.wait(5)  # closed now, not when the socket object is collected
+
+
+def test_behind_an_interceptor_too_a_handler_without_on_request_upgrade_hears_why(make_server, make_client):
+    saw_close = gevent.event.Event()
+
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: foo\r\n\r\n")
+        if conn.wait_closed(5):
+            saw_close.set()
+
+    errors_seen: list[BaseException] = []
+    done = gevent.event.Event()
+
+    class NoUpgrade:
+        def on_response_error(self, controller: Any, err: BaseException) -> None:
+            errors_seen.append(err)
+            done.set()
+
+    client = make_client(make_server(handler).origin)
+    composed = client.compose(_quiet_decompress())  # its handler stands in as the controller
+    composed.dispatch({"path": "/", "method": "GET", "upgrade": "foo"}, greenhttp.DecoratorHandler(NoUpgrade()))
+    assert done.wait(5)
+    assert [type(e) for e in errors_seen] == [errors.NotSupportedError]
+    assert saw_close.wait(5)

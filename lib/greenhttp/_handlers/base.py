@@ -105,11 +105,11 @@ class StandInController(DecoratorHandler, _TargetsRawFields):
         super().on_request_start(self, context)
 
     def on_request_upgrade(self, controller: Any, status_code: int, headers: Any, socket: Any) -> None:
+        # (If it raises, the request's on_response_error comes here next and goes down:
+        # the handler keeps its one terminal call.)
+        super().on_request_upgrade(self, status_code, headers, socket)
         self._done = True
-        try:
-            super().on_request_upgrade(self, status_code, headers, socket)
-        finally:
-            self.handler = None
+        self.handler = None
 
 
 class SteeringController(_TargetsRawFields):
