@@ -103,19 +103,22 @@ def check_handler(handler: Any) -> None:
     would otherwise be called for nothing."""
     if handler is None or type(handler) in _NOT_HANDLERS:
         raise InvalidArgumentError(f"handler must be an object, got {handler!r}")
-    if hasattr(handler, "on_response_start"):
-        return  # (the common case, at the cost of one lookup)
-    for name in _HANDLER_METHODS:
-        if hasattr(handler, name):
-            return
-    for name in _FOREIGN_METHODS:
-        if hasattr(handler, name):
-            raise InvalidArgumentError(
-                f"invalid handler: {type(handler).__name__} has {name} but none of the methods of"
-                " dispatch()'s handler API (on_request_start, on_response_start, on_response_data,"
-                " on_response_end, on_response_error, on_request_upgrade); the legacy"
-                " on_connect/on_headers/on_data/on_complete/on_error API is not supported"
-            )
+    try:
+        if hasattr(handler, "on_response_start"):
+            return  # (the common case, at the cost of one lookup)
+        for name in _HANDLER_METHODS:
+            if hasattr(handler, name):
+                return
+        foreign = next((name for name in _FOREIGN_METHODS if hasattr(handler, name)), None)
+    except Exception:
+        return  # a lookup that raises fails the request when the callback is looked up
+    if foreign is not None:
+        raise InvalidArgumentError(
+            f"invalid handler: {type(handler).__name__} has {foreign} but none of the methods of"
+            " dispatch()'s handler API (on_request_start, on_response_start, on_response_data,"
+            " on_response_end, on_response_error, on_request_upgrade); the legacy"
+            " on_connect/on_headers/on_data/on_complete/on_error API is not supported"
+        )
 
 
 def not_a_dict(options: Any) -> InvalidArgumentError:
