@@ -241,17 +241,23 @@ def test_behind_every_interceptor_the_controller_is_a_controller(routes, make_cl
     assert all(isinstance(c, greenhttp.Controller) for c in handler.controllers)
 
 
-def test_a_decorator_whose_handler_takes_no_upgrade_closes_the_socket_and_reports_it(make_server, make_client):
-    # handlers.md: exactly one terminal call. The decorator skipped the missing method:
-    # the handler heard nothing after on_request_start, and the socket waited for the GC.
+def _switching_server(make_server: Any) -> tuple[Any, gevent.event.Event]:
+    """A server answering 101 to an upgrade; the event is set when the client closes."""
     saw_close = gevent.event.Event()
 
-    def handler(conn):
+    def handler(conn: Any) -> None:
         conn.read_request()
         conn.send(b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: foo\r\n\r\n")
         if conn.wait_closed(5):
             saw_close.set()
 
+    return make_server(handler), saw_close
+
+
+def test_a_decorator_whose_handler_takes_no_upgrade_closes_the_socket_and_reports_it(make_server, make_client):
+    # handlers.md: exactly one terminal call. The decorator skipped the missing method:
+    # the handler heard nothing after on_request_start, and the socket waited for the GC.
+    server, saw_close = _switching_server(make_server)
     class NoUpgrade:
         def __init__(self) -> None:
             self.calls: list[Any] = []
@@ -264,7 +270,7 @@ def test_a_decorator_whose_handler_takes_no_upgrade_closes_the_socket_and_report
             self.calls.append(type(err))
             self.done.set()
 
-    client = make_client(make_server(handler).origin)
+    client = make_client(server.origin)
     inner = NoUpgrade()
     client.dispatch({"path": "/", "method": "GET", "upgrade": "foo"}, greenhttp.DecoratorHandler(inner))
     assert inner.done.wait(5)
@@ -273,14 +279,7 @@ def test_a_decorator_whose_handler_takes_no_upgrade_closes_the_socket_and_report
 
 
 def test_behind_an_interceptor_too_a_handler_without_on_request_upgrade_hears_why(make_server, make_client):
-    saw_close = gevent.event.Event()
-
-    def handler(conn):
-        conn.read_request()
-        conn.send(b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: foo\r\n\r\n")
-        if conn.wait_closed(5):
-            saw_close.set()
-
+    server, saw_close = _switching_server(make_server)
     errors_seen: list[BaseException] = []
     done = gevent.event.Event()
 
@@ -289,7 +288,7 @@ def test_behind_an_interceptor_too_a_handler_without_on_request_upgrade_hears_wh
             errors_seen.append(err)
             done.set()
 
-    client = make_client(make_server(handler).origin)
+    client = make_client(server.origin)
     composed = client.compose(_quiet_decompress())  # its handler stands in as the controller
     composed.dispatch({"path": "/", "method": "GET", "upgrade": "foo"}, greenhttp.DecoratorHandler(NoUpgrade()))
     assert done.wait(5)
