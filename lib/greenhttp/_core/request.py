@@ -104,9 +104,7 @@ def check_handler(handler: Any) -> None:
     if handler is None or type(handler) in _NOT_HANDLERS:
         raise InvalidArgumentError(f"handler must be an object, got {handler!r}")
     try:
-        if hasattr(handler, "on_response_start"):
-            return  # (the common case, at the cost of one lookup)
-        for name in _HANDLER_METHODS:
+        for name in _HANDLER_METHODS:  # (on_response_start first: one lookup, commonly)
             if hasattr(handler, name):
                 return
         foreign = next((name for name in _FOREIGN_METHODS if hasattr(handler, name)), None)
