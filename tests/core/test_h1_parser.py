@@ -539,7 +539,7 @@ REFUSED = {
     "status below 100": b"HTTP/1.1 099 X\r\nContent-Length: 0\r\n\r\n",
     "two-digit status": b"HTTP/1.1 20 OK\r\nContent-Length: 0\r\n\r\n",
     "whitespace before the first header": b"HTTP/1.1 200 OK\r\n A: b\r\nContent-Length: 0\r\n\r\n",
-    "leading CRLF": b"\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+    "leading bare LF": b"\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
     "NUL in the reason phrase": b"HTTP/1.1 200 O\x00K\r\nContent-Length: 0\r\n\r\n",
 }
 
@@ -551,6 +551,48 @@ def test_refusals(name, bytewise):
         parse(REFUSED[name], bytewise=bytewise, eof=True)
     assert info.value.code.startswith("HPE_")
     assert "Response does not match the HTTP/1.1 protocol" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        b"garbage",
+        b"1111\r\n",
+        b"hTTP/1.1 200 OK\r\n",
+        b"HTTP/1.1 2x0 OK\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n11111\r\n",  # more body than announced
+    ],
+)
+def test_a_head_that_cannot_become_a_response_is_refused_before_its_blank_line(junk):
+    # As llhttp: at the first line that cannot be a status line, not at a blank
+    # line that may never come (the request would wait for its headers timeout).
+    p = ResponseParser(Sink())
+    p.expect("GET")
+    with pytest.raises(HTTPParserError, match="invalid status line"):
+        p.feed(junk)
+
+
+@pytest.mark.parametrize("start", [b"H", b"HTTP/1.", b"HTTP/1.1 200 O", b"HTTP/1.1 200 OK\r\nA: b", b"\r"])
+def test_the_start_of_a_status_line_waits_for_the_rest(start):
+    sink = Sink()
+    p = ResponseParser(sink)
+    p.expect("GET")
+    assert p.feed(start) is False
+    whole = b"HTTP/1.1 200 OK\r\nA: b\r\nContent-Length: 0\r\n\r\n"
+    assert p.feed(b"\n" + whole if start == b"\r" else whole[len(start) :]) is True
+    assert heads(merged(sink.events))[0][1] == 200
+
+
+def test_empty_lines_before_a_status_line_are_skipped():
+    # llhttp skips CRLFs before a message (RFC 9112 §2.2's robustness): a server's
+    # stray CRLF after a body must not spoil the next response on the connection.
+    data = b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n1\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n2\r\n"
+    events = both_ways(data, ("GET", "GET"))
+    assert [e[1] for e in events if e[0] == "body"] == [b"1", b"2"]
+    assert len(heads(events)) == 2
+    p = ResponseParser(Sink())
+    p.expect("GET")
+    assert p.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n1\r\n") is True  # idle: nothing left
 
 
 def test_a_refused_parser_stays_dead():
@@ -674,6 +716,12 @@ DISAGREEMENTS = {
         b"HTTP/2.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
         "RFC 9112 §2.3: a major version other than 1 is not HTTP/1.x; h11 accepts any digit",
         "refuse", "accept",
+    ),
+    "an empty line before the status line": (
+        b"\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        "RFC 9112 §2.2: a robust recipient ignores empty lines before a message; llhttp skips "
+        "them, h11 refuses 'no response line received'",
+        "accept", "refuse",
     ),
     "a transfer coding other than chunked last": (
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nzzzz",

@@ -25,6 +25,37 @@ def test_sequential_requests_reuse_one_connection(make_server, make_client):
     assert [r.header("connection") for r in server.requests] == ["keep-alive"] * 10
 
 
+def test_a_stray_crlf_after_a_body_does_not_spoil_the_next_response(make_server, make_client):
+    # llhttp skips empty lines before a message; the connection stays in use.
+    def handler(conn):
+        while (req := conn.read_request()) is not None:
+            conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n" + req.target[-1:].encode() + b"\r\n")
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    assert [client.request(path=f"/{i}").body.bytes() for i in range(3)] == [b"0", b"1", b"2"]
+    assert server.accepted == 1
+
+
+@pytest.mark.parametrize("pipelining", [1, 2])
+def test_junk_instead_of_a_status_line_fails_the_request_at_once(make_server, make_client, pipelining):
+    # undici's issue-810 test: the first response has more body than announced; the
+    # rest cannot start a response, so the next request fails with HTTPParserError
+    # at once, not after its headers timeout (the junk ends without a blank line).
+    def handler(conn):  # as the original's: one write per connection, whatever comes
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n11111\r\n")
+        conn.wait_closed()
+
+    server = make_server(handler)
+    client = make_client(server.origin, pipelining=pipelining, headers_timeout=30)
+    first = gevent.spawn(lambda: client.request(path="/1").body.bytes())
+    second = gevent.spawn(lambda: client.request(path="/2").body.bytes())
+    with gevent.Timeout(5):
+        assert first.get() == b"1"
+        with pytest.raises(errors.HTTPParserError, match="invalid status line"):
+            second.get()
+
+
 def _time_until_client_closes(server, conn_index=0, timeout=5.0):
     t0 = time.monotonic()
     assert server.conns[conn_index].eof.wait(timeout), "the client never closed the connection"

@@ -227,10 +227,12 @@ FAULTS = [
         bound=TIMEOUT,
     ),
     Fault(
+        # Refused at the first byte that cannot start a status line, as llhttp does,
+        # not after the headers timeout (the blank line never comes).
         "garbage-then-silence",
         after_request(b"XXXXXXXX", "stall"),
-        errors.HeadersTimeoutError,
-        bound=TIMEOUT,
+        errors.HTTPParserError,
+        "HPE_INVALID_CONSTANT",
     ),
     Fault(
         "head-then-silence",

@@ -153,6 +153,32 @@ def _check_partial_head(buf: bytes, pos: int, limit: int) -> None:
         raise HTTPParserError("bare CR or LF in the head", "HPE_LF_EXPECTED", seg[:64])
 
 
+def _check_partial_status_line(buf: bytes, pos: int) -> None:
+    """An unfinished head: refuse it now if its status line already cannot be one.
+
+    llhttp refuses at the first byte that cannot belong to a status line; waiting
+    for the blank line instead would hold the request until its headers timeout
+    when a server sends junk (a stray body, a line of garbage) and nothing more.
+    """
+    line_end = buf.find(b"\r\n", pos)
+    if line_end < 0:
+        start = buf[pos : pos + 7]
+        if b"HTTP/1.".startswith(start) or start == b"\r":  # (or the first half of an empty line)
+            return
+        raise HTTPParserError("invalid status line", "HPE_INVALID_CONSTANT", buf[pos : pos + 64])
+    if _STATUS_RE.match(buf, pos) is None:
+        raise HTTPParserError("invalid status line", "HPE_INVALID_CONSTANT", buf[pos : min(line_end, pos + 64)])
+
+
+def _skip_empty_lines(buf: bytes, pos: int) -> int:
+    """The position after the empty lines (CRLF) at ``pos``: llhttp skips them before a
+    message, as RFC 9112 §2.2 asks of a robust recipient, so a server's stray CRLF
+    after a body does not spoil the next response."""
+    while buf.startswith(b"\r\n", pos):
+        pos += 2
+    return pos
+
+
 class ResponseParser:
     """Parse a stream of HTTP/1.1 responses. Not greenlet-safe: one reader owns it.
 
@@ -285,9 +311,13 @@ class ResponseParser:
                     if stop:
                         break
                 elif state == _HEAD:
+                    if buf.startswith(b"\r\n", pos):
+                        pos = _skip_empty_lines(buf, pos)
+                        continue
                     end = buf.find(b"\r\n\r\n", pos)
                     if end < 0:
                         _check_partial_head(buf, pos, self.max_header_size)
+                        _check_partial_status_line(buf, pos)
                         break
                     stop = self._head(buf, pos, end + 4)
                     pos = end + 4
@@ -363,6 +393,8 @@ class ResponseParser:
         except BaseException:
             self._state = _DEAD
             raise
+        if pos < n and self._state == _HEAD and buf.startswith(b"\r\n", pos):
+            pos = _skip_empty_lines(buf, pos)  # (a sink stopped the loop before them)
         if pos < n:
             self._buf = buf[pos:]
             return False
