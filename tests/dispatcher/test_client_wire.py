@@ -109,6 +109,26 @@ def test_query_encoding(make_server, make_client):
     assert req.target == "/q?a=b%20c&d=1&d=2&e=%C3%A4%26%3D"
 
 
+def test_query_values_are_written_as_the_original_writes_them(make_server, make_client):
+    # undici's 'basic get with query params': booleans in lower case, null and
+    # undefined (None) as empty values, numbers as numbers, lists repeat the key.
+    query = {"bool": True, "foo": 1, "bar": "bar", "nullVal": None, "`~:$,+[]@^*()-": "`~:$,+[]@^*()-",
+             "multi": [1, 2], "whole": 2.0, "half": 0.5, "nan": float("nan"), "no": False}
+    req, _ = one_request(make_server, make_client, path="/", query=query)
+    assert req.target == (
+        "/?bool=true&foo=1&bar=bar&nullVal=&%60~%3A%24%2C%2B%5B%5D%40%5E*()-=%60~%3A%24%2C%2B%5B%5D%40%5E*()-"
+        "&multi=1&multi=2&whole=2&half=0.5&nan=&no=false"
+    )
+
+
+def test_a_host_header_given_as_a_list_is_refused(make_client):
+    # undici's 'invalid host header': a request has one host, a string.
+    client = make_client("http://127.0.0.1:1")
+    for headers in ({"host": ["example.com"]}, [("Host", ("a", "b"))]):
+        with pytest.raises(errors.InvalidArgumentError, match="invalid host header"):
+            client.request(path="/", headers=headers)
+
+
 def test_query_with_question_mark_in_path_is_refused(make_client):
     client = make_client("http://127.0.0.1:1")
     with pytest.raises(errors.InvalidArgumentError):
@@ -505,7 +525,7 @@ def test_values_that_compare_equal_are_not_mixed_up(make_server, make_client):
     client = make_client(server.origin)
     for value in ("1", 1, 1.0, True, "1"):
         client.request(path="/", headers={"X-N": value}).body.dump()
-    assert [r.header("x-n") for r in server.requests] == ["1", "1", "1.0", "True", "1"]
+    assert [r.header("x-n") for r in server.requests] == ["1", "1", "1.0", "true", "1"]
 
 
 def test_a_header_set_with_a_list_value_is_written_every_time(make_server, make_client):

@@ -34,7 +34,9 @@ def _value_str(name: str, value: Any) -> str:
         return value.decode("latin-1")
     if value is None:
         return ""
-    if isinstance(value, (int, float)):  # bool is an int: "True"/"False" like str()
+    if value is True or value is False:
+        return "true" if value else "false"  # as the original writes them (`${val}`)
+    if isinstance(value, (int, float)):
         return str(value)
     raise InvalidArgumentError(f"invalid {name} header: {value!r}")
 
@@ -45,6 +47,9 @@ def _append(out: list[tuple[str, str]], name: Any, value: Any) -> None:
     if not isinstance(name, str) or not TOKEN_RE.match(name):
         raise InvalidArgumentError(f"invalid header key: {name!r}")
     if isinstance(value, (list, tuple)):
+        if name.lower() == "host":
+            # One request has one host (the original refuses any but a string).
+            raise InvalidArgumentError(f"invalid host header: {value!r}")
         for v in value:
             out.append((name, check_header_value(name, _value_str(name, v))))
         return

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote, urlencode, urlsplit
 
 from ..errors import InvalidArgumentError
@@ -30,13 +31,37 @@ class Origin:
         return self.protocol == "https:"
 
 
+_QUERY_WORDS: Final[dict[Any, str]] = {None: "", True: "true", False: "false"}
+
+
+def _query_value(value: Any) -> Any:
+    """One ``query`` value as the original's ``querystring`` writes it: booleans as
+    ``true``/``false``, None (its null and undefined) and a NaN or infinity as an
+    empty value, a whole float without its ``.0``."""
+    if value is None or value is True or value is False:
+        return _QUERY_WORDS[value]
+    if type(value) is float:
+        if not math.isfinite(value):
+            return ""
+        if value.is_integer() and abs(value) < 1e21:
+            return int(value)
+    return value
+
+
 def encode_query(query: dict[str, Any]) -> str:
     """A ``query`` option serialised for the request target (without the ``?``).
 
-    Spaces become ``%20`` and ``!~*'()`` stay as they are, as in the original's
-    ``querystring``; a list value repeats its key.
+    As the original's ``querystring``: spaces become ``%20``, ``!~*'()`` stay as
+    they are, a list or tuple value repeats its key, and values are written as
+    :func:`_query_value` says.
     """
-    return urlencode(query, doseq=True, quote_via=quote, safe="!~*'()")
+    pairs: list[tuple[Any, Any]] = []
+    for key, value in query.items():
+        if isinstance(value, (list, tuple)):
+            pairs.extend((key, _query_value(v)) for v in value)
+        else:
+            pairs.append((key, _query_value(value)))
+    return urlencode(pairs, quote_via=quote, safe="!~*'()")
 
 
 def path_with_query(path: str, query: Any) -> str:
