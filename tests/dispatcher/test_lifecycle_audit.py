@@ -695,6 +695,108 @@ def test_destroy_callback_shapes(make_server, kind):
     assert got == [(None, None), (None, None)]
 
 
+def _dispatcher_of(kind, origin):
+    return {
+        "client": lambda: greenhttp.Client(origin),
+        "pool": lambda: greenhttp.Pool(origin),
+        "agent": lambda: greenhttp.Agent(),
+    }[kind]()
+
+
+@pytest.mark.parametrize("kind", ["client", "pool", "agent"])
+def test_close_and_destroy_with_a_callback_take_effect_before_they_return(make_server, kind):
+    # As the original's (test/pool.js 'pool destroy fails queued requests',
+    # close-and-destroy.js): the flags are set, and later requests refused, at once;
+    # only the wait for the sockets is left to the callback's greenlet.
+    server = make_server(serve_forever())
+    origin = {"origin": server.origin} if kind == "agent" else {}
+    got = []
+    d = _dispatcher_of(kind, server.origin)
+    d.close(callback=lambda err, value: got.append(("close", err)))
+    assert d.closed
+    with pytest.raises(errors.ClientClosedError):
+        d.request(path="/", **origin)
+    d = _dispatcher_of(kind, server.origin)
+    d.destroy(RuntimeError("boom"), callback=lambda err, value: got.append(("destroy", err)))
+    assert d.destroyed and d.closed
+    with pytest.raises(errors.ClientDestroyedError):
+        d.request(path="/", **origin)
+    wait_for(lambda: len(got) == 2, what="both callbacks")
+    assert sorted(got, key=str) == [("close", None), ("destroy", None)]
+
+
+@pytest.mark.parametrize("kind", ["client", "pool", "agent"])
+def test_requests_made_with_a_callback_are_queued_before_close(make_server, kind):
+    # close-and-destroy.js 'close waits for queued requests to finish': a request()
+    # with a callback is queued when it returns, so a close() right after waits for
+    # it, and the callback gets the response, not ClientClosedError.
+    server = make_server(serve_forever(b"ok"))
+    origin = {"origin": server.origin} if kind == "agent" else {}
+    d = _dispatcher_of(kind, server.origin)
+    bodies = []
+    for i in range(3):
+        d.request(path=f"/{i}", callback=lambda err, data: bodies.append(err or data.body.bytes()), **origin)
+    if kind == "client":
+        assert d.size == 3  # queued at once (the original: stats.pending right after)
+    with gevent.Timeout(5):
+        d.close()
+    wait_for(lambda: len(bodies) == 3, what="the three callbacks")
+    assert bodies == [b"ok"] * 3
+    assert sorted(r.target for r in server.requests) == ["/0", "/1", "/2"]  # (a pool may open three)
+
+
+def test_stream_upgrade_and_connect_with_a_callback_are_dispatched_before_they_return(make_server, make_client):
+    def handler(conn):
+        while (req := conn.read_request()) is not None:
+            if req.method == "CONNECT":
+                conn.send(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            elif req.header("upgrade"):
+                conn.send(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n")
+            else:
+                conn.respond(b"ok")
+                continue
+            conn.wait_closed()
+            return
+
+    server = make_server(handler)
+    got = []
+    sink = []
+
+    class Sink:
+        def write(self, chunk):
+            sink.append(chunk)
+
+    for call in (
+        lambda c, cb: c.stream(path="/", factory=lambda data: Sink(), callback=cb),
+        lambda c, cb: c.upgrade(path="/", protocol="x", callback=cb),
+        lambda c, cb: c.connect(path="example.com:443", callback=cb),
+    ):
+        client = make_client(server.origin)
+        before = len(got)
+        call(client, lambda err, data: got.append((err, data)))
+        assert client.size == 1
+        with gevent.Timeout(5):
+            client.close()
+        wait_for(lambda n=before + 1: len(got) == n, what="the callback")
+        err, data = got[-1]
+        assert err is None, err
+        if hasattr(data, "socket"):
+            data.socket.close()
+    assert sink == [b"ok"]
+
+
+def test_a_pipeline_is_dispatched_before_it_returns(make_server, make_client):
+    server = make_server(serve_forever(b"ok"))
+    client = make_client(server.origin)
+    duplex = client.pipeline(path="/", method="PUT", handler=lambda data: data.body)
+    assert client.size == 1
+    duplex.end(b"x")
+    with gevent.Timeout(5):
+        client.close()
+        assert duplex.read() == b"ok"
+    assert server.requests[0].body == b"x"
+
+
 def test_pool_close_interrupted_by_a_timeout_then_closed_again(make_server):
     held = Held()
     server = make_server(held)

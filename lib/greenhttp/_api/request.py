@@ -17,7 +17,7 @@ from ..errors import InvalidArgumentError, RequestAbortedError
 from .readable import BodyReadable as _BodyReadable
 from .response import ResponseData as _ResponseData
 
-__all__ = ["RequestHandler", "request", "bind_signal", "run_with_callback"]
+__all__ = ["RequestHandler", "request", "start_request", "await_response", "bind_signal", "run_with_callback"]
 
 # Final: compiled, a C variable rather than a lookup in the module's dict at each
 # response (docs/performance.md, "Compiled modules").
@@ -181,6 +181,12 @@ _HANDLER_OPTIONS: Final = frozenset(["opaque", "signal", "on_info", "response_he
 
 def request(dispatcher: Any, options: dict[str, Any]) -> _ResponseData:
     """Dispatch ``options`` through ``dispatcher`` and block until the response head."""
+    return await_response(start_request(dispatcher, options))
+
+
+def start_request(dispatcher: Any, options: dict[str, Any]) -> RequestHandler:
+    """Check ``options`` and dispatch them; never blocks. The handler returned is
+    what :func:`await_response` waits on."""
     if options.get("method") == "CONNECT":
         raise InvalidArgumentError("invalid method: use connect() for CONNECT")
     if len(options) > 2 and not _HANDLER_OPTIONS.isdisjoint(options):
@@ -207,6 +213,11 @@ def request(dispatcher: Any, options: dict[str, Any]) -> _ResponseData:
         if handler.unbind is not None:
             handler.unbind()
         raise
+    return handler
+
+
+def await_response(handler: RequestHandler) -> _ResponseData:
+    """Block until the response head of a :func:`start_request` arrives."""
     try:
         data: _ResponseData = handler.get()
         return data
@@ -219,14 +230,35 @@ def request(dispatcher: Any, options: dict[str, Any]) -> _ResponseData:
         raise
 
 
-def run_with_callback(fn: Callable[[], Any], callback: Callable[[Any, Any], Any], opaque: Any = None) -> None:
-    """Run ``fn`` in a new greenlet and call ``callback(err, data)`` exactly once."""
+def run_with_callback(
+    start: Callable[[], Any],
+    finish: Callable[[Any], Any],
+    callback: Callable[[Any, Any], Any],
+    opaque: Any = None,
+) -> None:
+    """The ``callback=`` form of a blocking call: ``start()`` now, in the caller,
+    then ``finish(started)`` in a new greenlet, which calls ``callback(err, data)``
+    exactly once (never before this returns).
+
+    ``start`` does what the original does before its promise is returned: a
+    request is queued (so a ``close()`` right after waits for it), a close or
+    destroy has begun (``closed``/``destroyed`` are already true). An error it
+    raises goes to the callback too.
+    """
     if not callable(callback):
         raise InvalidArgumentError(f"callback must be callable, got {callback!r}")
+    started: Any = None
+    failed: Exception | None = None
+    try:
+        started = start()
+    except Exception as exc:
+        failed = exc
 
     def run() -> None:
         try:
-            value = fn()
+            if failed is not None:
+                raise failed
+            value = finish(started)
         except Exception as exc:
             if opaque is not None:
                 exc.opaque = opaque  # type: ignore[attr-defined]

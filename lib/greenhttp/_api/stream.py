@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from .._runtime import GreenletExit, Parker, Queue, spawn
 from ..errors import InvalidArgumentError, InvalidReturnValueError, RequestAbortedError
-from .request import request
+from .request import await_response, start_request
 from .response import ResponseData
 
 __all__ = ["StreamData", "StreamFactoryData", "PipelineData", "PipelineDuplex", "stream", "pipeline"]
@@ -52,10 +52,20 @@ def stream(dispatcher: Any, options: dict[str, Any], factory: Callable[[StreamFa
     and also when the request fails midway (the original destroys it), so an open file
     is never left behind.
     """
+    return finish_stream(start_stream(dispatcher, options, factory), factory)
+
+
+def start_stream(dispatcher: Any, options: dict[str, Any], factory: Callable[[StreamFactoryData], Any]) -> Any:
+    """Check ``factory`` and dispatch the request (:func:`start_request`); never blocks."""
     if not callable(factory):
         raise InvalidArgumentError(f"invalid factory: {factory!r}")
     options.pop("high_water_mark", None)
-    resp: ResponseData = request(dispatcher, options)
+    return start_request(dispatcher, options)
+
+
+def finish_stream(started: Any, factory: Callable[[StreamFactoryData], Any]) -> StreamData:
+    """Wait for the response of a :func:`start_stream` and write its body into the factory's writable."""
+    resp: ResponseData = await_response(started)
     body = resp.body
     writable = None
     try:
@@ -107,7 +117,15 @@ class PipelineDuplex:
         self._buffer = b""
         options = dict(options)
         options["body"] = self._body_chunks()
-        self._greenlet = spawn(self._run, dispatcher, options, handler)
+        # Dispatched now, as the original's: a close() of the dispatcher right after
+        # waits for this request. Its error, if any, is read's (the duplex's) to raise.
+        self._started: Any = None
+        failed: Exception | None = None
+        try:
+            self._started = start_request(dispatcher, options)
+        except Exception as exc:
+            failed = exc
+        self._greenlet = spawn(self._run, failed, handler)
 
     def _body_chunks(self) -> Iterator[bytes]:
         try:
@@ -124,9 +142,11 @@ class PipelineDuplex:
             while not self._queue.empty():
                 self._queue.get_nowait()
 
-    def _run(self, dispatcher: Any, options: dict[str, Any], handler: Callable[[PipelineData], Any]) -> None:
+    def _run(self, failed: Exception | None, handler: Callable[[PipelineData], Any]) -> None:
         try:
-            resp = self._response = request(dispatcher, options)
+            if failed is not None:
+                raise failed
+            resp = self._response = await_response(self._started)
             readable = handler(PipelineData(resp.status_code, resp.headers, resp.opaque, resp.body, resp.context))
             if readable is None or not (hasattr(readable, "__iter__") or hasattr(readable, "read")):
                 resp.body.close()
@@ -237,9 +257,12 @@ class PipelineDuplex:
             resp.body.close()
         elif not self._ready.ready():
             self._error = RequestAbortedError()
-            # (Said here too: a greenlet killed before it started never runs its handler.)
+            # (Said here too: a greenlet killed before it started never runs its handler,
+            # nor aborts the request it waits for.)
             self._ready.set_exception(self._error)
             self._greenlet.kill(block=False)
+            if self._started is not None:
+                self._started.abort(self._error)
         if not self._ended:
             self._ended = True
             while True:

@@ -44,7 +44,7 @@ class SocketWaiter:
     what a final answer without one means (``on_response_start``).
     """
 
-    __slots__ = ("parker", "controller", "context", "abort_reason", "socket")
+    __slots__ = ("parker", "controller", "context", "abort_reason", "socket", "unbind")
 
     def __init__(self) -> None:
         self.parker = Parker()
@@ -52,6 +52,7 @@ class SocketWaiter:
         self.context: Any = None
         self.abort_reason: BaseException | None = None
         self.socket: Any = None  # once handed over
+        self.unbind: Any = None  # what unbinds the signal
 
     def _handed(self, controller: Any, status_code: int, headers: Any, socket: Any) -> Any:
         raise NotImplementedError
@@ -98,17 +99,36 @@ def wait_for_socket(dispatcher: Any, options: dict[str, Any], handler: SocketWai
     """Dispatch ``options`` with ``handler`` and block until the socket is handed
     over (what ``handler._handed`` made of it) or the request fails. ``signal``
     aborts it; a caller interrupted while it waits gives the request up."""
-    unbind = bind_signal(signal, handler.abort) if signal is not None else None
+    return await_socket(start_socket_wait(dispatcher, options, handler, signal))
+
+
+def start_socket_wait(dispatcher: Any, options: dict[str, Any], handler: SocketWaiter, signal: Any) -> SocketWaiter:
+    """The first half of :func:`wait_for_socket`: bind ``signal`` and dispatch. Never blocks."""
+    handler.unbind = bind_signal(signal, handler.abort) if signal is not None else None
     try:
         dispatcher.dispatch(options, handler)
+    except BaseException:
+        _unbind(handler)
+        raise
+    return handler
+
+
+def await_socket(handler: SocketWaiter) -> Any:
+    """The second half of :func:`wait_for_socket`: block until the socket or the failure."""
+    try:
         return handler.parker.get()
     except BaseException as exc:
         if not isinstance(exc, Exception):
             handler.give_up()
         raise
     finally:
-        if unbind is not None:
-            unbind()
+        _unbind(handler)
+
+
+def _unbind(handler: SocketWaiter) -> None:
+    unbind, handler.unbind = handler.unbind, None
+    if unbind is not None:
+        unbind()
 
 
 class _UpgradeHandler(SocketWaiter):
@@ -138,24 +158,30 @@ class _UpgradeHandler(SocketWaiter):
             controller.abort(SocketError("bad upgrade"))
 
 
-def _run(dispatcher: Any, options: dict[str, Any], is_connect: bool) -> Any:
+def _start(dispatcher: Any, options: dict[str, Any], is_connect: bool) -> SocketWaiter:
     opaque = options.pop("opaque", None)
     signal = options.pop("signal", None)
     response_headers = options.pop("response_headers", None)
     if response_headers not in (None, "raw"):
         raise InvalidArgumentError(f"response_headers must be 'raw' or None, got {response_headers!r}")
-    return wait_for_socket(dispatcher, options, _UpgradeHandler(opaque, response_headers == "raw", is_connect), signal)
+    handler = _UpgradeHandler(opaque, response_headers == "raw", is_connect)
+    return start_socket_wait(dispatcher, options, handler, signal)
 
 
 def upgrade(dispatcher: Any, options: dict[str, Any]) -> UpgradeData:
     """Block until the server switches protocols; returns :class:`UpgradeData`."""
+    data: UpgradeData = await_socket(start_upgrade(dispatcher, options))
+    return data
+
+
+def start_upgrade(dispatcher: Any, options: dict[str, Any]) -> SocketWaiter:
+    """Check the options of an upgrade and dispatch it; never blocks (:func:`await_socket` waits)."""
     protocol = options.pop("protocol", "Websocket")
     if not isinstance(protocol, str):
         raise InvalidArgumentError(f"protocol must be a string, got {protocol!r}")
     options["upgrade"] = protocol
     options.setdefault("method", "GET")
-    data: UpgradeData = _run(dispatcher, options, False)
-    return data
+    return _start(dispatcher, options, False)
 
 
 def connect(dispatcher: Any, options: dict[str, Any]) -> ConnectData:
@@ -164,8 +190,18 @@ def connect(dispatcher: Any, options: dict[str, Any]) -> ConnectData:
     A non-2xx answer raises :class:`ResponseError` carrying ``status_code``
     and ``headers`` (the tunnel socket is closed).
     """
+    return finish_connect(start_connect(dispatcher, options))
+
+
+def start_connect(dispatcher: Any, options: dict[str, Any]) -> SocketWaiter:
+    """Dispatch a CONNECT; never blocks (:func:`finish_connect` waits)."""
     options["method"] = "CONNECT"
-    data: ConnectData = _run(dispatcher, options, True)
+    return _start(dispatcher, options, True)
+
+
+def finish_connect(started: SocketWaiter) -> ConnectData:
+    """Wait for the answer to a :func:`start_connect`; a non-2xx one raises :class:`ResponseError`."""
+    data: ConnectData = await_socket(started)
     if not 200 <= data.status_code < 300:
         data.socket.close()
         raise _refused(data.status_code, data.headers)

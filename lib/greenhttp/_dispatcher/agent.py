@@ -243,12 +243,19 @@ class Agent(Dispatcher):
         ``destroy()``, or by a ``close()`` that finished.
         """
         if callback is not None:
-            run_with_callback(self.close, callback)
+            run_with_callback(self._begin_close, lambda _: self._finish_close(), callback)
             return None
+        self._begin_close()
+        self._finish_close()
+        return None
+
+    def _begin_close(self) -> None:
         if self._destroyed:
             # Destroyed, also by a close() that finished (REFERENCE §1.9, as Client).
             raise ClientDestroyedError()
         self._closed = True
+
+    def _finish_close(self) -> None:
         # A second close() meanwhile closes the same dispatchers, so it waits for them too.
         try:
             for d in list(self._dispatchers.values()) + list(self._retiring):
@@ -284,16 +291,25 @@ class Agent(Dispatcher):
         """
         err, callback = destroy_arguments(err, callback)
         if callback is not None:
-            run_with_callback(lambda: self.destroy(err), callback)
+            run_with_callback(self._begin_destroy, lambda gone: self._finish_destroy(gone, err), callback)
             return None
+        self._finish_destroy(self._begin_destroy(), err)
+        return None
+
+    def _begin_destroy(self) -> list[Any]:
+        """What destroy() does before it waits: the agent takes no more requests and
+        forgets its dispatchers. Returns them, for :meth:`_finish_destroy`."""
         self._closed = self._destroyed = True
         dispatchers = list(self._dispatchers.values()) + list(self._retiring)
         self._dispatchers.clear()
         self._routes.clear()
         self._origins.clear()
+        return dispatchers
+
+    @staticmethod
+    def _finish_destroy(dispatchers: list[Any], err: BaseException | None) -> None:
         for d in dispatchers:
             d.destroy(err)
-        return None
 
     def __repr__(self) -> str:
         return f"<greenhttp.Agent origins={sorted(self._origins)}>"

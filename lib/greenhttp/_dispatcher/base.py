@@ -11,17 +11,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, overload
 
-from .._api.request import request, run_with_callback
+from .._api.request import await_response, request, run_with_callback, start_request
 from .._api.response import ResponseData
 from .._api.stream import (
     PipelineData,
     PipelineDuplex,
     StreamData,
     StreamFactoryData,
+    finish_stream,
     pipeline,
+    start_stream,
     stream,
 )
-from .._api.upgrade import ConnectData, UpgradeData, connect, upgrade
+from .._api.upgrade import (
+    ConnectData,
+    UpgradeData,
+    await_socket,
+    connect,
+    finish_connect,
+    start_connect,
+    start_upgrade,
+    upgrade,
+)
 from .._core.option_types import PipelineOptions, RequestOptions, Unpack, UpgradeOptions, URLLike
 from .._core.request import check_handler
 from .._emitter import EventEmitter
@@ -113,7 +124,7 @@ class Dispatcher(EventEmitter):
         options["path"] = path
         options["method"] = method
         if callback is not None:
-            run_with_callback(lambda: request(self, options), callback, options.get("opaque"))
+            run_with_callback(lambda: start_request(self, options), await_response, callback, options.get("opaque"))
             return None
         return request(self, options)
 
@@ -161,7 +172,12 @@ class Dispatcher(EventEmitter):
         options["path"] = path
         options["method"] = method
         if callback is not None:
-            run_with_callback(lambda: stream(self, options, factory), callback, options.get("opaque"))
+            run_with_callback(
+                lambda: start_stream(self, options, factory),
+                lambda started: finish_stream(started, factory),
+                callback,
+                options.get("opaque"),
+            )
             return None
         return stream(self, options, factory)
 
@@ -221,7 +237,7 @@ class Dispatcher(EventEmitter):
         """Send an upgrade request; blocks until ``101``. Returns ``UpgradeData(headers, socket, opaque)``."""
         options.update(path=path, method=method, protocol=protocol)
         if callback is not None:
-            run_with_callback(lambda: upgrade(self, options), callback, options.get("opaque"))
+            run_with_callback(lambda: start_upgrade(self, options), await_socket, callback, options.get("opaque"))
             return None
         return upgrade(self, options)
 
@@ -254,7 +270,7 @@ class Dispatcher(EventEmitter):
         """
         options["path"] = path
         if callback is not None:
-            run_with_callback(lambda: connect(self, options), callback, options.get("opaque"))
+            run_with_callback(lambda: start_connect(self, options), finish_connect, callback, options.get("opaque"))
             return None
         return connect(self, options)
 

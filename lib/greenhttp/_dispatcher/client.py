@@ -156,7 +156,8 @@ class Client(Dispatcher):
         at once and calls ``callback(err, None)`` when done).
         """
         if callback is not None:
-            run_with_callback(self.close, callback)
+            core = self._core
+            run_with_callback(lambda: core.begin_close(True), lambda parker: parker.get(), callback)
             return None
         self._core.close()
         return None
@@ -168,7 +169,8 @@ class Client(Dispatcher):
         """
         err, callback = destroy_arguments(err, callback)
         if callback is not None:
-            run_with_callback(lambda: self.destroy(err), callback)
+            core = self._core
+            run_with_callback(lambda: core.begin_destroy(err), lambda _: core.finish_destroy(), callback)
             return None
         self._core.destroy(err)
         return None

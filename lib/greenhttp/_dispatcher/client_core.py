@@ -25,7 +25,7 @@ from .. import _debug
 from .._core.options import ClientOptions
 from .._core.request import RESPONSE_STARTED, Request, check_handler, refuse
 from .._core.url import Origin
-from .._runtime import GreenletExit, Parker, getcurrent, spawn, spawn_reader
+from .._runtime import GreenletExit, Parker, call_soon, getcurrent, spawn, spawn_reader
 from ..errors import (
     ClientClosedError,
     ClientDestroyedError,
@@ -509,24 +509,44 @@ class ClientCore:
 
     def close(self) -> None:
         """Stop taking requests, let the queued ones finish, then close. Blocks until done."""
+        self.begin_close().get()
+        return None
+
+    def begin_close(self, later: bool = False) -> Parker:
+        """What :meth:`close` does before it waits (never blocks): the parker it waits on.
+
+        ``later``: a close with nothing left to wait for ends on the hub, not now,
+        as the original's ``close(callback)``: until then the client is closed (a
+        request is refused with :class:`ClientClosedError`) but not destroyed.
+        """
         closing = self._closing_parkers
         if self._destroyed and closing is None:
             raise ClientDestroyedError()
         self._closed = True
         parker = Parker()
         (closing if closing is not None else self._close_parkers).append(parker)
-        self._resume()
-        parker.get()
-        return None
+        if later:
+            call_soon(self._resume)
+        else:
+            self._resume()
+        return parker
 
     def _finish_close(self) -> None:
         self._destroy_now(None, True)
 
     def destroy(self, err: BaseException | None) -> None:
         """Abort every queued and running request with ``err``; blocks until the socket is closed."""
-        if self._destroyed and not self._readers:
-            return None
-        self._destroy_now(err if err is not None else ClientDestroyedError())
+        self.begin_destroy(err)
+        self.finish_destroy()
+        return None
+
+    def begin_destroy(self, err: BaseException | None) -> None:
+        """What :meth:`destroy` does before it waits (never blocks)."""
+        if not self._destroyed:
+            self._destroy_now(err if err is not None else ClientDestroyedError())
+
+    def finish_destroy(self) -> None:
+        """Block until the readers of a destroyed client have ended."""
         me = getcurrent()
         for reader in list(self._readers):
             if reader is not me:

@@ -81,7 +81,8 @@ class PoolBase(Dispatcher):
         pool is destroyed: by ``destroy()``, or by a ``close()`` that finished.
         """
         if callback is not None:
-            run_with_callback(self.close, callback)
+            core = self._core
+            run_with_callback(core.begin_close, lambda _: core.finish_close(), callback)
             return None
         self._core.close()
         return None
@@ -94,7 +95,8 @@ class PoolBase(Dispatcher):
         """
         err, callback = destroy_arguments(err, callback)
         if callback is not None:
-            run_with_callback(lambda: self.destroy(err), callback)
+            core = self._core
+            run_with_callback(lambda: core.begin_destroy(err), core.finish_destroy, callback)
             return None
         self._core.destroy(err)
         return None

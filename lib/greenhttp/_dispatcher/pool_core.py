@@ -404,10 +404,18 @@ class PoolCore:
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
         """``Pool.close()`` without a callback: blocks until every member has closed."""
+        self.begin_close()
+        self.finish_close()
+
+    def begin_close(self) -> None:
+        """What :meth:`close` does before it waits (never blocks): no more requests."""
         if self._destroyed and not self._closing:
             # Destroyed, also by a close() that finished (REFERENCE §1.9, as Client).
             raise ClientDestroyedError()
         self._closed = True
+
+    def finish_close(self) -> None:
+        """The rest of :meth:`close`: blocks until every member has closed."""
         while self._closing:
             parker = Parker()
             self._close_waiters.append(parker)
@@ -453,6 +461,11 @@ class PoolCore:
 
     def destroy(self, err: BaseException | None) -> None:
         """``Pool.destroy(err)`` without a callback: blocks until every member is gone."""
+        self.finish_destroy(self.begin_destroy(err))
+
+    def begin_destroy(self, err: BaseException | None) -> BaseException | None:
+        """What :meth:`destroy` does before it waits (never blocks): the queued requests
+        fail. Returns what :meth:`finish_destroy` destroys the members with."""
         self._destroyed = True
         self._closed = True
         reason = err if err is not None else ClientDestroyedError()
@@ -463,6 +476,10 @@ class PoolCore:
         waiters, self._queue_waiters = self._queue_waiters, []
         for p in waiters:
             p.set(None)
+        return err
+
+    def finish_destroy(self, err: BaseException | None) -> None:
+        """The rest of :meth:`destroy`: destroys every member, blocking until each is gone."""
         for d in [m.client for m in self._members] + list(self._retiring):
             d.destroy(err)
         return None
