@@ -25,6 +25,22 @@ def test_bodies_are_discarded_and_the_connection_reused(routes, make_client, rec
     assert server.accepted == 1  # every body was read off the socket
 
 
+def test_trailers_are_discarded_with_the_body(make_server, make_client):
+    # undici's 'Should dump response body up to limit and ignore trailers': the
+    # handler below gets onResponseEnd({}).
+    def handler(conn):
+        while conn.read_request() is not None:
+            conn.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Foo\r\n\r\n"
+                      b"3\r\nabc\r\n0\r\nX-Foo: bar\r\n\r\n")
+
+    server = make_server(handler)
+    client = make_client(server.origin)
+    assert client.request(path="/").trailers == {"x-foo": "bar"}  # (they do arrive)
+    r = client.compose(interceptors.dump()).request(path="/")
+    assert r.body.bytes() == b""
+    assert r.trailers == {}
+
+
 def test_a_content_length_over_the_limit_aborts_at_once(routes, make_client):
     server = routes({"/big": lambda conn, req: conn.respond(b"x" * 2000)})
     composed = make_client(server.origin).compose(interceptors.dump(max_size=1000))

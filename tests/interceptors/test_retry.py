@@ -329,6 +329,21 @@ def test_a_resumed_answer_that_does_not_continue_the_body_fails(routes, make_cli
         r.body.bytes()
 
 
+def test_a_first_206_whose_length_is_not_its_range_fails(make_server, make_client):
+    # undici's 'Should reject initial 206 partial content with mismatched content-length'.
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-99/300\r\nContent-Length: 300\r\n\r\n"
+                  + b"1" * 99)
+        conn.close()
+
+    server = make_server(handler)
+    with pytest.raises(errors.RequestRetryError, match="Content-Length mismatch") as info:
+        make_client(server.origin).compose(_fast()).request(path="/", headers={"range": "bytes=0-99"})
+    assert info.value.status_code == 206 and info.value.code == "GH_ERR_REQ_RETRY"
+    assert server.accepted == 1
+
+
 def test_a_cut_body_of_unknown_length_is_not_resumed(make_server, make_client):
     def handler(conn):
         conn.read_request()

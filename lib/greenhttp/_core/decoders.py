@@ -11,7 +11,9 @@ Codings: ``gzip``/``x-gzip`` (several members allowed), ``deflate`` (the
 zlib format of RFC 9110, or raw deflate as some servers send it: told apart
 by the zlib header), ``br``, ``zstd`` (RFC 8878; window at most 8 MiB as
 RFC 9659 allows decoders to require), ``compress``/``x-compress`` (Unix
-``compress`` LZW, decoded here in pure Python), ``identity``.
+``compress`` LZW, decoded here in pure Python): the spec's list. Any other
+token, ``identity`` included, leaves the body and its headers as they are,
+as in the original.
 
 Bomb guard: decoding fails with ``ResponseExceededMaxSizeError`` when the
 decoded size passes ``max_size``, or when it passes :data:`RATIO_GRACE` and
@@ -43,7 +45,7 @@ PIECE = 65536  # decoded bytes per pull (zstd may return a few MiB at worst)
 RATIO_GRACE = 32 << 20  # the ratio limit applies once this much was decoded
 MAX_ENCODINGS = 5  # more codings than this is an attack, not a configuration
 ZSTD_MAX_WINDOW = 8 << 20
-SUPPORTED = frozenset({"gzip", "x-gzip", "deflate", "br", "zstd", "compress", "x-compress", "identity"})
+SUPPORTED = frozenset({"gzip", "x-gzip", "deflate", "br", "zstd", "compress", "x-compress"})
 
 
 def parse_encodings(value: Any) -> list[str] | None:
@@ -377,6 +379,8 @@ class _LzwStage(_Stage):
 
 
 class _IdentityStage(_Stage):
+    """No coding: what a decoder of no codings passes through."""
+
     name = "identity"
 
     def _decode(self) -> bytes:
@@ -398,7 +402,7 @@ def _stage(coding: str) -> _Stage:
         return _ZstdStage()
     if coding in ("compress", "x-compress"):
         return _LzwStage()
-    return _IdentityStage()
+    raise ValueError(f"not a supported coding: {coding!r}")  # (parse_codings() refuses it first)
 
 
 class BodyDecoder:
@@ -412,7 +416,7 @@ class BodyDecoder:
     def __init__(
         self, codings: list[str], *, max_size: int | None = None, max_ratio: float | None = None
     ) -> None:
-        stages = [_stage(c) for c in reversed(codings) if c != "identity"]
+        stages = [_stage(c) for c in reversed(codings)]
         self._stages = stages or [_IdentityStage()]
         self.max_size = max_size
         self.max_ratio = max_ratio

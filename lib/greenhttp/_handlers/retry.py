@@ -25,6 +25,7 @@ from typing import Any
 from .._core.body import replayable
 from .._core.headers import header_pairs
 from .._core.retry import (
+    ContentRange,
     RetryOptions,
     parse_content_range,
     retry_delay,
@@ -36,6 +37,14 @@ from ..errors import InvalidArgumentError, RequestAbortedError, RequestRetryErro
 from .base import SteeringController
 
 __all__ = ["RetryHandler", "RetryController"]
+
+
+def _length_mismatch(headers: Any, rng: ContentRange | None) -> bool:
+    """A ``206`` whose ``Content-Length`` is not the size of its ``Content-Range``."""
+    length = headers.get("content-length")
+    return (
+        rng is not None and isinstance(length, str) and length.isdigit() and int(length) != rng.end - rng.start + 1
+    )
 
 
 class RetryController(SteeringController):
@@ -186,6 +195,11 @@ class RetryHandler(RetryController):
             self._check_resumed(controller, status_code, headers)
             return
         if status_code < 300:
+            if status_code == 206 and _length_mismatch(headers, parse_content_range(headers.get("content-range"))):
+                # As the original: a first 206 whose length is not its range's is refused,
+                # not passed on to be resumed into a body of the wrong size.
+                self._give_up(self._retry_error("Content-Length mismatch", status_code, headers), controller)
+                return
             self._checkpoint(status_code, headers)
         self._headers_sent = True
         self._forward("on_response_start", status_code, headers, status_message)
@@ -265,8 +279,7 @@ class RetryHandler(RetryController):
         rng = parse_content_range(headers.get("content-range"))
         if rng is None or rng.start != self._received or (self._end is not None and rng.end != self._end):
             return "Content-Range mismatch"
-        length = headers.get("content-length")
-        if isinstance(length, str) and length.isdigit() and int(length) != rng.end - rng.start + 1:
+        if _length_mismatch(headers, rng):
             return "Content-Length mismatch"
         return None
 

@@ -109,7 +109,8 @@ class _DumpHandler(StandInController):
         if not self._done:
             self._done = True
             try:
-                super().on_response_end(self, trailers)
+                # The trailers are discarded with the body, as the original's onResponseEnd({}).
+                super().on_response_end(self, {})
             finally:
                 self.handler = None
 
@@ -121,7 +122,7 @@ def dump(max_size: int = 1048576) -> Callable[[DispatchFn], DispatchFn]:
     """An interceptor that reads and discards every response body, up to ``max_size`` bytes.
 
     The handler downstream gets ``on_response_start`` and ``on_response_end``
-    with no data in between. A ``Content-Length`` above ``max_size`` fails the
+    with no data in between, and no trailers (``{}``). A ``Content-Length`` above ``max_size`` fails the
     request at once with ``RequestAbortedError`` (the connection is closed
     rather than read); so does a body of unknown length once it passes
     ``max_size``. Per request, ``dump_max_size=`` overrides ``max_size``. An
