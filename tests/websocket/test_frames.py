@@ -3,11 +3,13 @@ control frames, the limits of spec 2.1.2, and what the client puts on the wire."
 
 from __future__ import annotations
 
+import os
 import struct
+import zlib
 
 import gevent
 import pytest
-from wsutil import close_after, close_frame, failed_with, frame, run
+from wsutil import close_after, close_frame, deflate, failed_with, frame, run
 
 import greenhttp
 from greenhttp import Blob, WebSocket
@@ -294,6 +296,99 @@ def test_max_fragments(ws_server, record, make_client):
     assert rec.events[-2].error.close_code == 1008
     assert str(rec.events[-2].error) == "a message in more than max_fragments=3 frames"
     assert not server.errors
+
+
+def _continued_compressed_message() -> bytes:
+    """A compressed message whose first frame inflates to 900 bytes; the second
+    frame's payload (about 205 bytes of incompressible data) overshoots 1000 bytes."""
+    c = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)
+    first = c.compress(b"a" * 900) + c.flush(zlib.Z_SYNC_FLUSH)
+    second = c.compress(os.urandom(200)) + c.flush(zlib.Z_SYNC_FLUSH)
+    assert len(second) > 100
+    return frame(2, first, rsv=0x40, fin=False) + frame(0, second[:-4])
+
+
+# undici's texts (lib/web/websocket/receiver.js, permessage-deflate.js): the close
+# frame a server receives for each limit.
+LIMIT_FAILURES = {
+    "fragments": (
+        frame(1, b"a", fin=False) + frame(0, b"a", fin=False) * 3,
+        {"max_fragments": 3},
+        None,
+        1008,
+        "Too many message fragments",
+    ),
+    "one frame": (
+        frame(2, b"x" * 2000),
+        {"max_payload_size": 1000},
+        None,
+        1009,
+        "Payload size exceeds maximum allowed size",
+    ),
+    "fragments together": (
+        frame(2, b"x" * 600, fin=False) + frame(0, b"x" * 600),
+        {"max_payload_size": 1000},
+        None,
+        1009,
+        "Payload size exceeds maximum allowed size",
+    ),
+    "compressed frame": (
+        frame(2, b"", rsv=0x40, length=2000)[:4],  # the header only
+        {"max_payload_size": 1000},
+        "permessage-deflate",
+        1009,
+        "Payload size exceeds maximum allowed size",
+    ),
+    "compressed frame after inflated ones": (
+        _continued_compressed_message(),
+        {"max_payload_size": 1000},
+        "permessage-deflate",
+        1009,
+        "Payload size exceeds maximum allowed size",
+    ),
+    "inflated": (
+        frame(2, deflate(b"\x00" * 100_000), rsv=0x40),
+        {"max_payload_size": 1000},
+        "permessage-deflate",
+        1009,
+        "Max decompressed message size exceeded",
+    ),
+    "frame over 2**31 - 1 bytes, no limit": (
+        frame(2, b"", length=2**31)[:10],  # the header only
+        {"max_payload_size": 0},
+        None,
+        1009,
+        "Received payload length > 2^31 bytes.",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(LIMIT_FAILURES))
+def test_limit_failures_close_with_the_original_reasons(ws_server, record, make_client, case):
+    data, limits, extensions, code, reason = LIMIT_FAILURES[case]
+    sent = []
+
+    def script(peer):
+        peer.send(data)
+        sent.append(peer.expect_close())
+        peer.conn.close()
+
+    server = ws_server(script, extensions=extensions)
+    client = make_client(f"http://127.0.0.1:{server.server.port}", web_socket=limits)
+    rec = record(WebSocket(server.url(), {"dispatcher": client}))
+    rec.wait_closed()
+    assert not server.errors
+    assert (sent[0].close_code, sent[0].close_reason.decode()) == (code, reason)
+    # The events, as the original's: no close frame was received (1006, no reason);
+    # the error (greenhttp's WebSocketError) carries the code and reason it sent.
+    assert rec.types == ["open", "error", "close"]
+    error = rec.events[1].error
+    assert (error.close_code, error.reason) == (code, reason)
+    close = rec.events[2]
+    assert (close.code, close.reason, close.was_clean) == (1006, "", False)
+    if code == 1009:
+        assert isinstance(error.__cause__, greenhttp.errors.MessageSizeExceededError)
+        assert str(error.__cause__) == reason
 
 
 def test_zero_disables_the_limits(ws_server, record, make_client):

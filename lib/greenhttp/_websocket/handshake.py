@@ -67,6 +67,13 @@ _NO_RSV = RsvBits(False, False, False)
 _RSV1 = RsvBits(True, False, False)
 _SYNC_TAIL = b"\x00\x00\xff\xff"  # RFC 7692 §7.2.2
 _OFFER = "permessage-deflate; client_max_window_bits"
+# The close reasons of the limits, the original's texts (receiver.js; its
+# MessageSizeExceededError's message for an inflated message).
+_TOO_MANY_FRAGMENTS = "Too many message fragments"
+_PAYLOAD_TOO_BIG = "Payload size exceeds maximum allowed size"
+_INFLATED_TOO_BIG = "Max decompressed message size exceeded"
+_FRAME_TOO_BIG = "Received payload length > 2^31 bytes."
+_MAX_FRAME = 2**31 - 1  # the largest frame payload the original takes (its ArrayBuffer limit)
 # Headers the handshake sets itself; a user's copy is dropped (WHATWG "set").
 _OWN_HEADERS = frozenset(
     {
@@ -452,7 +459,10 @@ class InboundPolicy(Extension):
     bytes (a message's payload; a compressed frame's payload; an inflated
     message), 1002 for RSV1 where RFC 7692 §6.1 forbids it, 1007 for data
     that does not inflate. A limit of 0 is no limit. :attr:`failure` then
-    says why in words (wsproto's own message is only "error in extension").
+    says why in words (wsproto's own message is only "error in extension"),
+    and :attr:`close_reason` is the reason to put in the close frame: for the
+    limits, the original library's texts (its ``receiver.js``), which a
+    server may look for.
     """
 
     name = "greenhttp-inbound-policy"  # never offered: it rides on the negotiated state
@@ -471,9 +481,11 @@ class InboundPolicy(Extension):
         self._size = 0
         self._deflated = 0  # payload bytes of the compressed message being read
         self.failure = ""  # why the last CloseReason was returned
+        self.close_reason = ""  # the close frame's reason for it ("": the code's default)
 
-    def _refuse(self, reason: CloseReason, failure: str) -> CloseReason:
+    def _refuse(self, reason: CloseReason, failure: str, close_reason: str = "") -> CloseReason:
         self.failure = failure
+        self.close_reason = close_reason
         return reason
 
     def enabled(self) -> bool:
@@ -498,20 +510,28 @@ class InboundPolicy(Extension):
             self._size = 0
             self._deflated = 0
             self._compressed = self.deflate and rsv.rsv1
-        self._fragments += 1
-        if self.max_fragments and self._fragments > self.max_fragments:
+        # The original's order: the frame's length, then the message's fragments.
+        if payload_length > _MAX_FRAME:  # refused whatever the limit, as the original does
             return self._refuse(
-                CloseReason.POLICY_VIOLATION, f"a message in more than max_fragments={self.max_fragments} frames"
+                CloseReason.MESSAGE_TOO_BIG,
+                f"a frame of {payload_length} bytes (more than 2**31 - 1)",
+                _FRAME_TOO_BIG,
             )
         limit = self.max_payload_size
         if limit:
-            if self._compressed:
-                if payload_length > limit:
-                    return self._too_big()
-            else:
+            # The frame's payload as it arrives (compressed or not) plus what the
+            # message already holds (inflated, if compressed), as the original counts.
+            if self._size + payload_length > limit:
+                return self._too_big(_PAYLOAD_TOO_BIG)
+            if not self._compressed:
                 self._size += payload_length
-                if self._size > limit:
-                    return self._too_big()
+        self._fragments += 1
+        if self.max_fragments and self._fragments > self.max_fragments:
+            return self._refuse(
+                CloseReason.POLICY_VIOLATION,
+                f"a message in more than max_fragments={self.max_fragments} frames",
+                _TOO_MANY_FRAGMENTS,
+            )
         return _RSV1 if self.deflate else _NO_RSV
 
     def frame_inbound_payload_data(self, proto: Any, data: bytes) -> Any:
@@ -547,10 +567,12 @@ class InboundPolicy(Extension):
             return self._refuse(CloseReason.INVALID_FRAME_PAYLOAD_DATA, f"a compressed message does not inflate: {exc}")
         self._size += len(out)
         if limit and (self._size > limit or inflater.unconsumed_tail):
-            return self._too_big()
+            return self._too_big(_INFLATED_TOO_BIG)
         return out
 
-    def _too_big(self) -> CloseReason:
+    def _too_big(self, close_reason: str) -> CloseReason:
         return self._refuse(
-            CloseReason.MESSAGE_TOO_BIG, f"a message larger than max_payload_size={self.max_payload_size} bytes"
+            CloseReason.MESSAGE_TOO_BIG,
+            f"a message larger than max_payload_size={self.max_payload_size} bytes",
+            close_reason,
         )

@@ -73,11 +73,11 @@ CONNECTING, OPEN, CLOSING, CLOSED = 0, 1, 2, 3
 #: connection (RFC 6455 §7.1.1: the server closes first), before dropping it.
 CLOSE_TIMEOUT = 10.0
 
+#: The close frame's reason for a failure, by code; the limits (1008, 1009) take
+#: the original's texts from ``InboundPolicy.close_reason``.
 _REASONS = {
     CloseReason.PROTOCOL_ERROR: "protocol error",
     CloseReason.INVALID_FRAME_PAYLOAD_DATA: "invalid payload data",
-    CloseReason.POLICY_VIOLATION: "too many fragments",
-    CloseReason.MESSAGE_TOO_BIG: "message too big",
 }
 
 
@@ -340,13 +340,17 @@ class Session:
                     self._on_close_frame(payload)
             except ParseFailed as exc:
                 code = exc.code
+                reason = _REASONS.get(code, "protocol error")
+                detail = str(exc)
+                policy = self._policy
+                if policy is not None and policy.failure:
+                    # Refused by the policy: wsproto says only "error in extension".
+                    detail = policy.failure
+                    reason = policy.close_reason or reason
                 error: BaseException | None = None
                 if code == CloseReason.MESSAGE_TOO_BIG:
-                    error = MessageSizeExceededError()
-                # Refused by the policy: wsproto says only "error in extension".
-                policy = self._policy
-                detail = policy.failure if policy is not None and policy.failure else str(exc)
-                self.fail(int(code), _REASONS.get(code, "protocol error"), error, detail=detail)
+                    error = MessageSizeExceededError(reason)
+                self.fail(int(code), reason, error, detail=detail)
             except UnicodeDecodeError as exc:
                 self.fail(
                     1007, "invalid payload data", detail=f"a text message is not UTF-8: {exc}"
