@@ -8,6 +8,7 @@ SETTINGS_ENABLE_CONNECT_PROTOCOL), and against the scripted h2 server of
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import socket
@@ -479,3 +480,81 @@ def test_a_reset_while_echoing_the_close_still_ends_in_a_close_event(make_h2_ser
             close = talk.wait_closed()
         assert talk.types[0] == "open" and talk.types[-1] == "close", talk.types
         assert close.code in (4002, 1006), close
+
+
+def test_url_credentials_answer_a_401_over_h2(make_h2_server, make_h2c):
+    basic = "Basic " + base64.b64encode(b"user:pass").decode()
+
+    def handler(conn):
+        while True:
+            req = conn.opened.get(timeout=10)
+            if req is None:
+                return
+            if req.header("authorization") != basic:
+                conn.send_headers(req.stream_id, 401, [("www-authenticate", "Basic")], end=True)
+                continue
+            conn.send_headers(req.stream_id, 200)
+            received = b""
+            while not any(op == 8 for op, _ in _client_frames(received)):
+                chunk = req.chunks.get(timeout=10)
+                assert chunk is not None, "the client ended the stream before its close frame"
+                received += chunk
+            conn.send_body(req.stream_id, close_frame(1000), end=True)
+
+    server = make_h2_server(handler, settings={h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL: 1})
+    client = make_h2c(server.origin)
+    talk = WsTalk(f"ws://user:pass@127.0.0.1:{server.port}/chat", {"dispatcher": client})
+    talk.wait_open()
+    talk.ws.close()
+    assert talk.wait_closed().was_clean
+    assert [req.header("authorization") for req in server.requests] == [None, basic]
+    assert [req.path for req in server.requests] == ["/chat", "/chat"]
+    assert not server.errors
+
+
+def test_url_credentials_do_not_follow_a_redirect_to_another_origin(
+    make_h2_server, make_server, record
+):
+    """Over HTTP/2 a redirect interceptor may follow a 3xx answer to the handshake. The
+    URL's credentials, sent again after a 401, go to the URL's origin only: the hop
+    to another origin drops them."""
+    elsewhere = make_server(_refuse_with_401)  # another origin (another port), HTTP/1.1
+
+    def handler(conn):
+        while True:
+            req = conn.opened.get(timeout=10)
+            if req is None:
+                return
+            location = f"http://127.0.0.1:{elsewhere.port}/there"
+            conn.send_headers(req.stream_id, 307, [("location", location)], end=True)
+
+    server = make_h2_server(handler, settings={h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL: 1})
+
+    def factory(origin, **options):
+        if origin == server.origin:
+            return greenhttp.H2CClient(origin, **options)
+        return greenhttp.Client(origin, **options)
+
+    agent = greenhttp.Agent(factory=factory)
+    dispatcher = agent.compose(greenhttp.interceptors.redirect(max_redirections=1))
+    try:
+        rec = record(
+            greenhttp.WebSocket(
+                f"ws://user:pass@127.0.0.1:{server.port}/here", {"dispatcher": dispatcher}
+            )
+        )
+        close = rec.wait_closed()
+        assert rec.types == ["error", "close"] and close.code == 1006
+    finally:
+        with gevent.Timeout(5):
+            agent.destroy()
+    basic = "Basic " + base64.b64encode(b"user:pass").decode()
+    assert [req.header("authorization") for req in server.requests] == [None, basic]
+    assert [req.target for req in elsewhere.requests] == ["/there", "/there"]
+    assert [req.header("authorization") for req in elsewhere.requests] == [None, None]
+
+
+def _refuse_with_401(conn):
+    if conn.read_request() is not None:
+        conn.send(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n")
+    conn.close()

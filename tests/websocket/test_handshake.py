@@ -28,6 +28,13 @@ from testkit import wait_for
         ("wss://h:8443/p q", "wss://h:8443/p%20q", "wss://h:8443", "/p%20q"),
         ("ws://[::1]:80/", "ws://[::1]/", "ws://[::1]", "/"),
         ("WS://h/?", "ws://h/?", "ws://h", "/?"),
+        # Credentials stay in the URL, as the WHATWG URL serialiser writes them.
+        ("ws://user:pass@h/p", "ws://user:pass@h/p", "ws://h", "/p"),
+        ("ws://user:@h/", "ws://user@h/", "ws://h", "/"),
+        ("ws://:pass@h/", "ws://:pass@h/", "ws://h", "/"),
+        ("ws://@h/", "ws://h/", "ws://h", "/"),
+        ("ws://a@b:c:d@h:80/", "ws://a%40b:c%3Ad@h/", "ws://h", "/"),
+        ('ws://ü"%41:x@h/', "ws://%C3%BC%22%41:x@h/", "ws://h", "/"),
     ],
 )
 def test_url_is_parsed_and_serialised(given, url, origin, path):
@@ -299,6 +306,86 @@ def test_connection_refused_fails_with_error_then_close(record):
     assert rec.types == ["error", "close"]
     assert close.code == 1006 and not close.was_clean
     assert isinstance(rec.events[0].error.__cause__, OSError)
+
+
+# -- credentials in the URL (undici test/websocket/issue-4889.js) ---------------------------
+
+_UNAUTHORIZED = (
+    b"HTTP/1.1 401 Unauthorized\r\n"
+    b'WWW-Authenticate: Basic realm="test"\r\n'
+    b"Content-Length: 0\r\n\r\n"
+)
+
+
+def _auth_server(make_server, expected):
+    """A server that wants ``Authorization: <expected>``; a handshake without it is
+    answered 401 (and its connection closed)."""
+
+    def handler(conn):
+        req = conn.read_request()
+        if req is None:
+            return
+        if expected is None or req.header("authorization") != expected:
+            conn.send(_UNAUTHORIZED)
+            conn.close()
+            return
+        conn.send(wsutil.handshake_response(req))
+        wsutil.WsPeer(conn, req).answer_close()
+
+    return make_server(handler)
+
+
+def _basic(credentials: bytes) -> str:
+    return "Basic " + base64.b64encode(credentials).decode()
+
+
+@pytest.mark.parametrize(
+    ("userinfo", "credentials"),
+    [
+        ("user:pass", b"user:pass"),
+        ("us%20er:p%40ss%3A", b"us er:p@ss:"),  # percent-decoded, as the fetch standard has it
+        ("%C3%BC:", "ü:".encode()),  # no password: an empty one
+    ],
+)
+def test_url_credentials_answer_a_401(make_server, make_client, record, userinfo, credentials):
+    server = _auth_server(make_server, _basic(credentials))
+    client = make_client(server.origin)
+    url = f"ws://{userinfo}@127.0.0.1:{server.port}/path"
+    ws = WebSocket(url, {"dispatcher": client})
+    rec = record(ws)
+    rec.wait_open()
+    # As the original: first without credentials, then once more with them.
+    first, second = server.requests
+    assert (first.target, first.header("authorization")) == ("/path", None)
+    assert (second.target, second.header("authorization")) == ("/path", _basic(credentials))
+    assert ws.url == url.replace("%C3%BC:@", "%C3%BC@")  # the URL keeps them (no empty password)
+    ws.close()
+    rec.wait_closed()
+    assert not server.errors
+
+
+def test_url_credentials_are_not_sent_unasked(ws_server, record):
+    server = ws_server()
+    ws = WebSocket(f"ws://user:pass@127.0.0.1:{server.server.port}/")
+    rec = record(ws)
+    rec.wait_open()
+    ws.close()
+    rec.wait_closed()
+    [req] = server.server.requests
+    assert req.header("authorization") is None
+
+
+@pytest.mark.parametrize("own", [None, "Bearer mine"])
+def test_a_refused_authorization_fails_after_one_retry_at_most(make_server, make_client, record, own):
+    server = _auth_server(make_server, None)  # refuses everything
+    client = make_client(server.origin)
+    init = {"dispatcher": client, "headers": {"Authorization": own} if own else None}
+    rec = record(WebSocket(f"ws://user:pass@127.0.0.1:{server.port}/", init))
+    close = rec.wait_closed()
+    assert rec.types == ["error", "close"] and close.code == 1006
+    sent = [req.header("authorization") for req in server.requests]
+    # The URL's credentials are tried once; a header of one's own is not replaced.
+    assert sent == ([None, _basic(b"user:pass")] if own is None else [own])
 
 
 def test_limits_come_from_the_dispatcher(ws_server, record, make_client):

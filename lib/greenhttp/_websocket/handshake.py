@@ -28,9 +28,9 @@ import os
 import re
 import warnings
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote_to_bytes, urlsplit
 
 from wsproto.extensions import Extension
 from wsproto.frame_protocol import CloseReason, Opcode, RsvBits
@@ -61,6 +61,9 @@ _TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 # What the WHATWG URL parser leaves alone in a path and a query.
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 _QUERY_SAFE = _PATH_SAFE + "?[]{}|\\^`"
+# What the WHATWG URL parser leaves alone in a user name and a password (the
+# userinfo percent-encode set takes the rest; an escape already there stays).
+_USERINFO_SAFE = "!$%&'()*+,-._~"
 # WHATWG URL: forbidden domain code points (those urlsplit lets through).
 _FORBIDDEN_HOST = frozenset(" \t\n\r#/<>?@\\^|%\x00\x7f")
 _NO_RSV = RsvBits(False, False, False)
@@ -90,9 +93,13 @@ _OWN_HEADERS = frozenset(
 class Target:
     """A parsed WebSocket URL.
 
-    ``url`` is the serialised URL (``ws://host:port/path?query``), ``origin``
-    its origin (the ``MessageEvent.origin``), ``http_origin`` the origin the
-    handshake is sent to (``http:``/``https:``) and ``path`` the request target.
+    ``url`` is the serialised URL (``ws://user:pass@host:port/path?query``,
+    credentials included, as the WHATWG URL serialiser writes them),
+    ``origin`` its origin (the ``MessageEvent.origin``), ``http_origin`` the
+    origin the handshake is sent to (``http:``/``https:``), ``path`` the
+    request target, and ``authorization`` the ``Authorization`` value of the
+    URL's credentials (``Basic`` with the percent-decoded user name and
+    password), or ``""`` when it has none.
     """
 
     url: str
@@ -100,6 +107,7 @@ class Target:
     http_origin: str
     path: str
     secure: bool
+    authorization: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True)
@@ -167,11 +175,18 @@ def parse_url(url: Any) -> Target:
     authority = host if port is None else f"{host}:{port}"
     path = quote(parts.path, safe=_PATH_SAFE) or "/"
     target = path + ("?" + quote(parts.query, safe=_QUERY_SAFE) if "?" in text else "")
-    userinfo = ""
-    if parts.username is not None:
-        userinfo = (
-            parts.username + (f":{parts.password}" if parts.password is not None else "") + "@"
-        )
+    # WHATWG URL: the credentials are kept (an empty password, or both empty,
+    # are none), percent-encoded with the userinfo set; the handshake sends them
+    # when the server asks (see perform).
+    username, password = parts.username or "", parts.password or ""
+    userinfo = authorization = ""
+    if username or password:
+        userinfo = quote(username, safe=_USERINFO_SAFE)
+        if password:
+            userinfo += ":" + quote(password, safe=_USERINFO_SAFE)
+        userinfo += "@"
+        basic = unquote_to_bytes(username) + b":" + unquote_to_bytes(password)
+        authorization = "Basic " + base64.b64encode(basic).decode("ascii")
     http_scheme = "https" if scheme == "wss" else "http"
     return Target(
         url=f"{scheme}://{userinfo}{authority}{target}",
@@ -179,6 +194,7 @@ def parse_url(url: Any) -> Target:
         http_origin=f"{http_scheme}://{authority}",
         path=target,
         secure=scheme == "wss",
+        authorization=authorization,
     )
 
 
@@ -357,9 +373,14 @@ def _warn_h2_once() -> None:
 
 class _HandshakeHandler(SocketWaiter):
     """One handshake attempt: the caller gets ``(status, headers, socket)`` once the
-    connection hands over a socket (``101`` on HTTP/1.1, ``2xx`` on HTTP/2)."""
+    connection hands over a socket (``101`` on HTTP/1.1, ``2xx`` on HTTP/2).
+    ``refused`` is the status of a final answer that is no switch, once known."""
 
-    __slots__ = ()
+    __slots__ = ("refused",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = 0
 
     def _handed(self, controller: Any, status_code: int, headers: Any, socket: Any) -> Any:
         return status_code, headers, socket
@@ -368,12 +389,52 @@ class _HandshakeHandler(SocketWaiter):
         # Only HTTP/2 gets here: its driver hands a non-2xx answer to an
         # extended CONNECT over as a response (HTTP/1.1 refuses a non-101 itself).
         if status >= 200:
+            self.refused = status
             controller.abort(HandshakeError(f"the server answered {status} instead of 200"))
 
+    def on_response_error(self, controller: Any, err: BaseException) -> None:
+        if not self.refused:
+            self.refused = _final_status(controller)
+        super().on_response_error(controller, err)
 
-def _dispatch(dispatcher: Any, options: dict[str, Any], signal: Any) -> tuple[int, Any, Any]:
-    result: tuple[int, Any, Any] = wait_for_socket(dispatcher, options, _HandshakeHandler(), signal)
-    return result
+
+def _final_status(controller: Any) -> int:
+    """The status of the response head an HTTP/1.1 connection read before it
+    refused the upgrade (its error says only "bad upgrade"); 0 if none.
+
+    The request's controller keeps the head (``raw_head``); an interceptor's
+    stand-in controller leads to it through ``target``."""
+    for _ in range(16):
+        if controller is None:
+            return 0
+        raw = getattr(controller, "raw_head", None)
+        if isinstance(raw, bytes):
+            status = raw[:16].split(b" ", 2)[1:2]
+            return int(status[0]) if status and status[0].isdigit() else 0
+        controller = getattr(controller, "target", None)
+    return 0
+
+
+def _dispatch(
+    dispatcher: Any, options: dict[str, Any], signal: Any
+) -> tuple[tuple[int, Any, Any] | None, int, BaseException | None]:
+    """One attempt, with the fall back to HTTP/1.1 (which sets ``allow_h2`` in
+    ``options``): ``(result, 0, None)``, or ``(None, status, error)`` when it
+    failed (``status`` that of the server's refusal, 0 if unknown)."""
+    handler = _HandshakeHandler()
+    try:
+        result: tuple[int, Any, Any] = wait_for_socket(dispatcher, dict(options), handler, signal)
+    except InformationalError as exc:
+        if _NO_EXTENDED_CONNECT not in str(exc) or options.get("allow_h2") is False:
+            return None, handler.refused, exc
+        # RFC 8441 is not available on this HTTP/2 connection: an Agent sends the
+        # retry over a separate HTTP/1.1-only connection; a Client or Pool bound to
+        # that HTTP/2 connection fails the same way again.
+        options["allow_h2"] = False
+        return _dispatch(dispatcher, options, signal)
+    except Exception as exc:
+        return None, handler.refused, exc
+    return result, 0, None
 
 
 def perform(
@@ -393,6 +454,13 @@ def perform(
     dispatcher's HTTP/2 connection cannot carry it (the server never sent
     SETTINGS_ENABLE_CONNECT_PROTOCOL), the handshake is dispatched once more
     with ``allow_h2=False``.
+
+    The handshake is a fetch with the URL's credentials (WHATWG WebSocket,
+    "use-URL-credentials"): as the original does, the first attempt goes
+    without them, and a ``401`` answer is retried once with ``Authorization:
+    Basic`` made of them, unless ``extra_headers`` has an ``Authorization``
+    of its own. A redirect interceptor drops that header on a hop to another
+    origin.
     """
     headers, key = request_headers(extra_headers, protocols)
     options: dict[str, Any] = {
@@ -402,16 +470,20 @@ def perform(
         "headers": headers,
         "origin": target.http_origin,
     }
-    try:
-        status, response_headers, sock = _dispatch(dispatcher, dict(options), signal)
-    except InformationalError as exc:
-        if _NO_EXTENDED_CONNECT not in str(exc):
-            raise
-        # RFC 8441 is not available on this HTTP/2 connection: an Agent sends the
-        # retry over a separate HTTP/1.1-only connection; a Client or Pool bound to
-        # that HTTP/2 connection fails the same way again.
-        options["allow_h2"] = False
-        status, response_headers, sock = _dispatch(dispatcher, options, signal)
+    result, refused, error = _dispatch(dispatcher, options, signal)
+    if (
+        result is None
+        and refused == 401
+        and target.authorization
+        and not any(name.lower() == "authorization" for name, _ in headers)
+        and not getattr(signal, "aborted", False)
+    ):
+        options["headers"] = [*headers, ("authorization", target.authorization)]
+        result, refused, error = _dispatch(dispatcher, options, signal)
+    if result is None:
+        assert error is not None
+        raise error
+    status, response_headers, sock = result
     try:
         if status == 101:
             negotiated = check_response(response_headers, key, protocols)
