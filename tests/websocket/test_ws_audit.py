@@ -69,13 +69,27 @@ def test_server_close_with_reason_gives_the_close_event_fields(ws_server, record
     assert [(f.opcode, f.close_code) for f in sent] == [(8, 4001)]
 
 
-def test_no_pong_and_no_message_after_the_client_sent_its_close(ws_server, record):
+def test_a_pong_but_no_message_after_the_client_sent_its_close(ws_server, record):
+    """RFC 6455 §5.5.2: a ping is answered unless a close frame was *received*, so
+    also between the client's close frame and the server's (undici's receiver.js
+    too); a message there is not delivered; nothing after the server's close
+    frame is processed."""
     got = []
 
     def script(peer):
         f = peer.expect_close()
         got.append(f.close_code)
-        peer.send(frame(9, b"late ping") + frame(1, b"late text") + close_frame(3000))
+        peer.send(
+            frame(9, b"late ping")
+            + frame(1, b"late text")
+            + close_frame(3000)
+            + frame(9, b"after the close")
+        )
+        try:
+            pong = peer.read_frame(timeout=2)
+            got.append((pong.opcode, pong.payload))
+        except gevent.Timeout:
+            got.append("no pong")
         try:
             got.append(peer.read_frame(timeout=0.3))  # the client waits for our FIN
         except gevent.Timeout:
@@ -89,7 +103,7 @@ def test_no_pong_and_no_message_after_the_client_sent_its_close(ws_server, recor
     ws.close(3000, "r")
     assert ws.ready_state == WebSocket.CLOSING
     close = rec.wait_closed()
-    assert got == [3000, "silent"]  # nothing after the close frame: no pong
+    assert got == [3000, (0xA, b"late ping"), "silent"]  # no pong after the server's close
     assert rec.types == ["open", "close"]
     assert (close.code, close.was_clean) == (3000, True)
     assert server.errors == []

@@ -182,7 +182,8 @@ class Session:
         self._parts: list[Any] = []
         self._wqueue: deque[tuple[Any, int, bool, Parker | None]] = deque()
         self._writer: Any = None
-        self._write_closed = False  # no frame may follow (close frame queued, or a write failed)
+        self._write_closed = False  # no message may follow (close frame queued, or a write failed)
+        self._write_failed_once = False  # a write failed: nothing more goes out, not even a pong
         self._discard = False  # stop decoding: close frame received, or connection failed
         self._close_sent = False
         self._close_received = False
@@ -331,7 +332,10 @@ class Session:
                 elif opcode is Opcode.PING:
                     if _debug.enabled(_debug.websocket):
                         _debug.websocket.debug("ping received")
-                    if not self._write_closed:
+                    # RFC 6455 §5.5.2: a pong is due unless a close frame was received
+                    # (nothing is decoded after one), so also after our own close frame,
+                    # which it follows on the wire; not once a write failed.
+                    if not self._write_failed_once:
                         self._write(encode_frame(0xA, payload), 0)
                 elif opcode is Opcode.PONG:
                     if _debug.enabled(_debug.websocket):
@@ -588,6 +592,7 @@ class Session:
 
     def _write_failed(self, exc: BaseException) -> None:
         self._write_closed = True
+        self._write_failed_once = True
         self._drop_queue(_failure(f"the connection was lost: {exc}", 1006, exc))
         if self.state == CLOSED:
             return
