@@ -135,33 +135,66 @@ def test_unclean_close_rejects_closed_and_errors_the_readable(ws_server):
         opened.readable.read()
 
 
+def never_opened(s):
+    """``opened`` and ``closed`` of a stream that never opened, as undici rejects
+    them (websocketstream.js, onSocketClose): the errors, checked."""
+    with pytest.raises(WebSocketError) as opened:
+        s.opened.get(timeout=5)
+    with pytest.raises(WebSocketError) as closed:
+        s.closed.get(timeout=5)
+    never, unclean = opened.value, closed.value
+    assert (never.name, never.message, never.close_code, never.reason) == (
+        "WebSocketError",
+        "Socket never opened",
+        None,
+        "",
+    )
+    assert (unclean.name, unclean.message, unclean.close_code, unclean.reason) == (
+        "WebSocketError",
+        "unclean close",
+        1006,
+        "",
+    )
+    return never, unclean
+
+
 def test_never_opened(ws_server):
     server = ws_server(response=lambda req: b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
-    s = WebSocketStream(server.url())
-    with pytest.raises(WebSocketError, match="never opened"):
-        s.opened.get(timeout=5)
-    with pytest.raises(WebSocketError):
-        s.closed.get(timeout=5)
+    never_opened(WebSocketStream(server.url()))
 
 
-def test_signal_aborts_the_handshake(ws_server):
+def test_closed_before_it_opened(make_server):
+    server = make_server(lambda conn: conn.read_request() and conn.wait_closed())  # no answer
+    s = WebSocketStream(f"ws://127.0.0.1:{server.port}/")
+    s.close()
+    never_opened(s)
+
+
+@pytest.mark.parametrize("when", ["at once", "in flight"])
+def test_signal_aborts_the_handshake(ws_server, when):
+    """undici test/websocket/stream/abort-before-open.js: the signal aborted after the
+    stream was made (not before) fails the handshake as any failure does; the
+    signal's reason is only the cause."""
     gate = gevent.event.Event()
 
     def response(req):
-        gate.wait(5)
+        gate.wait(5)  # the server never answers in time
         return b"HTTP/1.1 500 Late\r\nContent-Length: 0\r\n\r\n"
 
     server = ws_server(response=response)
     controller = AbortController()
     s = WebSocketStream(server.url(), signal=controller.signal)
-    wait_until(lambda: server.server.requests)  # the handshake is in flight
-    reason = RuntimeError("changed my mind")
+    if when == "in flight":
+        wait_until(lambda: server.server.requests)
+    reason = RuntimeError("abort before open")
     controller.abort(reason)
-    with pytest.raises(RuntimeError) as info:
-        s.opened.get(timeout=5)
-    assert info.value is reason
-    with pytest.raises(RuntimeError):
-        s.closed.get(timeout=5)
+    never, unclean = never_opened(s)
+    causes = []
+    error: BaseException | None = never
+    while error is not None:
+        causes.append(error)
+        error = error.__cause__
+    assert reason in causes
     gate.set()
 
 

@@ -193,8 +193,12 @@ class WebSocketStream:
     ``{"protocols", "signal"}`` as the second argument). The first one made in
     a process issues an :class:`ExperimentalWarning` (``code``
     ``"GREENHTTP-WSS"``). Returns at once; ``opened.get()`` and
-    ``closed.get()`` block. Aborting ``signal`` before the connection opens
-    fails it and rejects both with the signal's reason. Greenlet-safe.
+    ``closed.get()`` block. A ``signal`` already aborted rejects both with
+    its reason, and the stream never connects; aborting it later, before the
+    connection opens, fails the handshake: ``opened`` then raises
+    ``WebSocketError("Socket never opened")`` and ``closed``
+    ``WebSocketError("unclean close")`` (code 1006), as for any connection
+    that never opened. Greenlet-safe.
     """
 
     def __init__(self, url: Any, protocols: Any = None, signal: Any = None) -> None:
@@ -213,7 +217,6 @@ class WebSocketStream:
         ):  # raised here, as a bad URL is, not as a connection that never opened
             raise TypeError(f"signal must be an AbortSignal, got {signal!r}")
         self._target = target
-        self._signal = signal
         self._opened: Any = AsyncResult()  # (gevent has no type hints)
         self._closed: Any = AsyncResult()
         self._readable = WebSocketStreamReadable(self)
@@ -297,19 +300,6 @@ class WebSocketStream:
     def _ws_closed(
         self, code: int, reason: str, was_clean: bool, error: BaseException | None
     ) -> None:
-        signal = self._signal
-        aborted = signal is not None and getattr(signal, "aborted", False)
-        if not self._opened.ready():
-            if aborted:
-                failure: BaseException = _reason(signal)
-            else:
-                failure = WebSocketError._closed_with("Socket never opened", code, reason)
-                if error is not None:
-                    failure.__cause__ = error
-            self._opened.set_exception(failure)
-            self._closed.set_exception(failure)
-            self._readable._finish(failure)
-            return
         if was_clean:
             self._readable._finish(None)
             self._closed.set(CloseInfo(close_code=code, reason=reason))
@@ -317,6 +307,14 @@ class WebSocketStream:
         unclean = WebSocketError._closed_with("unclean close", code, reason)
         if error is not None:
             unclean.__cause__ = error
+        if not self._opened.ready():
+            # As the original: whatever ended it (a failed handshake, close(), the
+            # signal aborting the handshake), ``opened`` rejects with a WebSocketError
+            # without a code, and ``closed`` as for any unclean close (1006).
+            never = WebSocketError("Socket never opened")
+            if error is not None:
+                never.__cause__ = error
+            self._opened.set_exception(never)
         self._readable._finish(unclean)
         self._closed.set_exception(unclean)
 
