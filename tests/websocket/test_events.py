@@ -126,7 +126,7 @@ def test_event_classes():
         "ws://h",
         "",
         None,
-        [],
+        (),
     )
     assert MessageEvent("message", {"data": "y"}).data == "y"
     c = CloseEvent("close", {"code": 1000, "reason": "r"}, was_clean=True)
@@ -298,6 +298,28 @@ def test_a_bound_method_is_one_listener_however_often_it_is_looked_up():
     target.remove_event_listener("x", owner.on_x)  # a new bound method object, equal to the first
     target.dispatch_event(Event("x"))
     assert owner.calls == 1
+
+
+def test_message_event_ports_are_immutable(ws_server, record):
+    # undici freezes the array (events.js, the ports getter): a tuple here.
+    given = ["a", "b"]
+    m = MessageEvent("message", {"ports": given})
+    assert m.ports == ("a", "b") and isinstance(m.ports, tuple)
+    given.append("c")  # the event's ports are its own
+    assert m.ports == ("a", "b")
+    assert MessageEvent("message", ports=("x",)).ports == ("x",)
+    assert MessageEvent("message").ports == ()
+    for not_a_sequence in ("ab", b"ab", None, 3):
+        with pytest.raises(TypeError, match="ports"):
+            MessageEvent("message", ports=not_a_sequence)
+    # ... and those of a message that arrived.
+    server = ws_server(lambda peer: (peer.send(frame(1, b"hi")), peer.answer_close()))
+    ws = WebSocket(server.url())
+    rec = record(ws)
+    ws.onmessage = lambda ev: ws.close()
+    rec.wait_closed()
+    [message] = [e for e in rec.events if e.type == "message"]
+    assert message.ports == () and isinstance(message.ports, tuple)
 
 
 @pytest.mark.parametrize("cls", [MessageEvent, CloseEvent, ErrorEvent])

@@ -34,10 +34,22 @@ def _init(event: Event, cls: type, init: dict[str, Any] | None, kwargs: dict[str
     return fields
 
 
+def _sequence(name: str, value: Any) -> tuple[Any, ...]:
+    """A WebIDL ``sequence<T>`` init field as a tuple: any iterable but a string."""
+    if isinstance(value, tuple):
+        return value
+    if isinstance(value, (str, bytes, bytearray)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{name} must be a sequence, got {type(value).__name__}")
+    return tuple(value)
+
+
 class MessageEvent(Event):
     """A message arrived. ``data``: ``str`` for text, ``Blob`` or ``bytes`` for binary
     (after ``binary_type``); ``origin``: the origin of the WebSocket's URL;
-    ``last_event_id`` (``""``), ``source`` (None) and ``ports`` (``[]``) as in the DOM."""
+    ``last_event_id`` (``""``), ``source`` (None) and ``ports`` as in the DOM.
+    ``ports`` is a tuple (``()`` by default), immutable as the original's
+    frozen array; the init takes any iterable for it (a list, a tuple), not a
+    string (a WebIDL sequence)."""
 
     _DEFAULTS: dict[str, Any] = {
         "data": None,
@@ -54,7 +66,7 @@ class MessageEvent(Event):
         self.origin: str = f["origin"]
         self.last_event_id: str = f["last_event_id"]
         self.source: Any = f["source"]
-        self.ports: list[Any] = list(f["ports"])
+        self.ports: tuple[Any, ...] = _sequence("ports", f["ports"])
 
     @classmethod
     def _fast(cls, data: Any, origin: str) -> MessageEvent:
@@ -67,7 +79,7 @@ class MessageEvent(Event):
         ev.origin = origin
         ev.last_event_id = ""
         ev.source = None
-        ev.ports = []
+        ev.ports = ()
         return ev
 
     def __repr__(self) -> str:
