@@ -18,6 +18,7 @@ from greenhttp.errors import (
     SocketError,
 )
 from h2_support.h2server import serve_ok
+from testkit import wait_for
 
 pytest_plugins = ["h2_support.fixtures"]
 
@@ -69,6 +70,37 @@ def test_goaway_lets_announced_streams_finish_and_replays_the_rest(make_h2_serve
     assert isinstance(disconnects[0], InformationalError)
     assert "GOAWAY" in str(disconnects[0])
     assert not server.errors
+
+
+@pytest.mark.parametrize("ends", [True, False], ids=["body-ends", "connection-closes-mid-body"])
+def test_a_goaway_below_a_stream_whose_head_came_lets_it_finish(make_h2_server, make_h2c, ends):
+    # undici's '#3046 - GOAWAY Frame': Node's session.goaway() says last stream 0,
+    # yet the stream already answered was processed. It is not replayed (its head
+    # went to the caller): its body arrives, or it fails when the connection goes.
+    def handler(conn):
+        req = conn.next_request()
+        conn.send_headers(req.stream_id, 200, [("content-type", "text/plain; charset=utf-8")])
+        conn.goaway(last_stream_id=0)
+        conn.send_body(req.stream_id, b"Hello World", end=ends)
+        if not ends:
+            conn.close()
+
+    server = make_h2_server(handler)
+    client = make_h2c(server.origin, body_timeout=30)
+    disconnects = []
+    client.on("disconnect", lambda origin, targets, err: disconnects.append(err))
+    with gevent.Timeout(5):
+        r = client.request(path="/")
+        assert r.status_code == 200
+        if ends:
+            assert r.body.text() == "Hello World"
+        else:
+            with pytest.raises(SocketError):
+                r.body.bytes()
+    assert server.accepted == 1 and len(server.requests) == 1
+    if ends:
+        wait_for(lambda: disconnects, what="the disconnect")
+        assert [str(e) for e in disconnects] == ['HTTP/2: "GOAWAY" frame received with code 0']
 
 
 def test_goaway_fails_unsent_requests_whose_body_cannot_be_replayed(make_h2_server, make_h2c):

@@ -657,9 +657,11 @@ class H2Connection:
         if self._goaway_error is None:
             self._goaway_error = err
         # Streams above the last id were not processed: replay them elsewhere, once.
+        # One whose response head came was processed, whatever the id says (Node's
+        # session.goaway() sends 0): it runs to its end, as in the original.
         replay = []
         for sid, stream in list(self.running.items()):
-            if sid <= last:
+            if sid <= last or stream.responded:
                 continue
             self._remove(stream)
             self.session.reset_stream(sid, ErrorCodes.CANCEL)
