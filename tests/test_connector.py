@@ -483,6 +483,23 @@ def test_session_resumed_on_second_connection(
         srv.stop()
 
 
+def test_a_tls13_session_is_kept_when_its_socket_closes(ca: trustme.CA, cert: trustme.LeafCert) -> None:
+    # The connector used on its own, with no remember_session() call: the original
+    # stores the session on the socket's "session" event; here the close does.
+    srv = Server(("127.0.0.1", 0), tls=server_context(cert, ssl.TLSVersion.TLSv1_3))
+    try:
+        c = trusting(ca)
+        opts = https(srv.port)
+        reused = []
+        for _ in range(3):
+            with c(opts) as sock:
+                assert sock.recv(5) == b"hello"  # the ticket comes with the data
+                reused.append(sock.session_reused)
+        assert reused == [False, True, True]
+    finally:
+        srv.stop()
+
+
 def test_session_cache_disabled(ca: trustme.CA, cert: trustme.LeafCert) -> None:
     srv = Server(("127.0.0.1", 0), tls=server_context(cert, ssl.TLSVersion.TLSv1_2))
     try:

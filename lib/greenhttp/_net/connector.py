@@ -29,7 +29,8 @@ and offered on the next connection to the same key
 (``sock.session_reused`` tells whether the server accepted). A TLS 1.2
 session is stored right after the handshake. A TLS 1.3 server sends its
 session ticket *after* the handshake and the client only sees it once it has
-read from the socket, so the dispatcher calls
+read from the socket: the socket stores it as it closes (:class:`_TLSSocket`),
+and, sooner, the dispatcher calls
 :meth:`Connector.remember_session` after the first response on a
 connection (or when it releases the connection); the call is cheap and
 harmless to repeat, and a no-op for plain sockets. A dispatcher whose
@@ -51,6 +52,7 @@ from typing import Any
 
 import gevent
 from gevent import socket as gsocket
+from gevent.ssl import SSLSocket
 
 from .._runtime import timer_seconds
 from ..errors import ConnectTimeoutError, InvalidArgumentError, SocketError
@@ -76,6 +78,22 @@ def remember_session_of(sock: Any, options: dict[str, Any] | None = None) -> boo
         return False
     connector, key = made
     return connector._store_session(sock, key)
+
+class _TLSSocket(SSLSocket):  # type: ignore[misc]  # (gevent has no type hints)
+    """gevent's ``SSLSocket``, giving its session to the connector's cache as it closes.
+
+    The original stores a TLS 1.3 session when its socket's ``session`` event
+    fires; Python's ``ssl`` has no such event, and the ticket a TLS 1.3 server
+    sends after the handshake is only seen once the socket has read. A socket
+    closed after a response has read it, so a connector used on its own (not
+    through a dispatcher, which calls :meth:`Connector.remember_session`)
+    still resumes its next connection.
+    """
+
+    def close(self) -> None:
+        remember_session_of(self)
+        super().close()
+
 
 ConnectCallback = Callable[[BaseException | None, Any], Any]
 
@@ -408,7 +426,7 @@ class Connector:
         key = self.session_key(options)
         session = self.sessions.get(key) if self.max_cached_sessions else None
         try:
-            sock = start_tls(raw, context, server_hostname, session)
+            sock = start_tls(raw, context, server_hostname, session, _TLSSocket)
         except (OSError, gevent.Timeout):
             # Any failed handshake (an SSLError, a reset, the connect timeout)
             # drops the session: it may be what the server chokes on.

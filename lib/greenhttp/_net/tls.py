@@ -198,6 +198,7 @@ def start_tls(
     context: ssl.SSLContext,
     server_hostname: str | None,
     session: ssl.SSLSession | None,
+    socket_class: type[SSLSocket] = SSLSocket,
 ) -> SSLSocket:
     """Wrap the connected ``sock`` and complete the client handshake.
 
@@ -206,7 +207,7 @@ def start_tls(
     any failure (including a ``gevent.Timeout`` or a kill) it is closed.
     """
     try:
-        tls = SSLSocket(
+        tls = socket_class(
             sock=sock,
             server_hostname=server_hostname,
             do_handshake_on_connect=False,
