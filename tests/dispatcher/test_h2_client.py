@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import gevent
+import h2.events
 import pytest
 import trustme
 from gevent import ssl as gssl
@@ -21,6 +22,7 @@ from greenhttp.errors import (
     RequestContentLengthMismatchError,
 )
 from h2_support.h2server import serve_ok
+from testkit import wait_for
 
 pytest_plugins = ["h2_support.fixtures"]
 
@@ -381,6 +383,25 @@ def _tls_context(ca, alpn):
     ca.issue_cert("localhost", "127.0.0.1").configure_cert(ctx)
     ctx.set_alpn_protocols(alpn)
     return ctx
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
+def test_close_says_goodbye_with_a_goaway(make_h2_server, make_h2c, ca, tls):
+    # docs/http2.md: close() sends GOAWAY before the socket closes, over TLS too (a
+    # TLS socket cannot send "what fits now", so it was skipped there).
+    if tls:
+        server = make_h2_server(serve_ok, ssl_context=_tls_context(ca, ["h2"]))
+        client = make_h2c(
+            f"https://localhost:{server.port}", cls=greenhttp.Client, connect={"cadata": ca.cert_pem.bytes().decode()}
+        )
+    else:
+        server = make_h2_server(serve_ok)
+        client = make_h2c(server.origin)
+    with gevent.Timeout(5):
+        assert client.request(path="/").body.text() == "ok /"
+        client.close()
+    conn = server.conns[0]
+    wait_for(lambda: any(type(ev) is h2.events.ConnectionTerminated for ev in conn.events), what="the GOAWAY")
 
 
 def test_alpn_h2_over_tls(make_h2_server, make_h2c, ca, caplog):

@@ -81,6 +81,8 @@ from .h2_tunnel import Tunnels
 if TYPE_CHECKING:
     from .client_core import ClientCore
 
+_PARTING_WAIT = 0.1  # seconds a TLS connection may take to send its GOAWAY as it closes
+
 __all__ = ["H2Connection"]
 
 _DEBUG = _debug.core_enabled
@@ -787,15 +789,12 @@ class H2Connection:
             kill(writer)
         self.uploads.close()
         transport = self.transport
-        if transport.fast and not transport.closed and self._pid == os.getpid():
-            # Best effort, never blocking: say goodbye (GOAWAY) with whatever is queued.
+        if not transport.closed and self._pid == os.getpid():
+            # Best effort, barely waiting: say goodbye (GOAWAY) with whatever is queued.
             # (Not from a forked child letting go of its parent's connection: the
             # parent may still be using it.)
             self.session.close()
-            try:
-                transport.try_send(self.session.data_to_send())
-            except OSError:
-                pass
+            transport.send_parting(self.session.data_to_send(), _PARTING_WAIT)
         transport.close()
         self.tunnels.close_all(err)
         streams = list(self.running.values())

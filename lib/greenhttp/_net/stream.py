@@ -17,7 +17,7 @@ import socket as _socket_mod
 import sys
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gevent import get_hub, getcurrent
+from gevent import Timeout, get_hub, getcurrent
 from gevent.socket import socket as _gevent_socket
 
 if TYPE_CHECKING:
@@ -192,6 +192,21 @@ class Transport:
             return 0
         except InterruptedError:
             return 0
+
+    def send_parting(self, data: Any, seconds: float) -> None:
+        """Send a last frame if it goes without a long wait: on a plain socket what
+        the kernel takes now; on any other (TLS, which cannot send part of a
+        record without waiting to send the rest), everything within ``seconds``,
+        and nothing from the hub, which may not wait. Never raises: a socket of the
+        user's (a wrapping connector's) may fail its own way, and this is a goodbye."""
+        try:
+            if self._raw is not None:
+                self.try_send(data)
+            elif getcurrent() is not self._hub:
+                with Timeout(seconds, False):
+                    self.sock.sendall(data)
+        except Exception:
+            pass
 
     def sendall(self, data: Any) -> None:
         """Send everything, blocking the calling greenlet while the socket is full."""
