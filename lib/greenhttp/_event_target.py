@@ -30,7 +30,8 @@ class Event:
     (seconds since the epoch, ``time.time()``, when it was made).
 
     Plain data; never blocks. ``bubbles``, ``cancelable`` and ``composed`` are
-    always False for the events greenhttp fires.
+    always False for the events greenhttp fires; an event made with
+    ``cancelable`` true can be cancelled (:meth:`prevent_default`).
     """
 
     bubbles = False
@@ -55,7 +56,11 @@ class Event:
         """No-op (greenhttp's targets have no tree to propagate through)."""
 
     def prevent_default(self) -> None:
-        """No-op: greenhttp's events are not cancelable."""
+        """Cancel the event if it is ``cancelable`` (``default_prevented`` becomes True,
+        and :meth:`EventTarget.dispatch_event` returns False); else a no-op, as in the
+        DOM. greenhttp's own events are not cancelable."""
+        if self.cancelable:
+            self.default_prevented = True
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(type={self.type!r})"
@@ -130,8 +135,8 @@ class EventTarget:
                     del self._listeners[type]
 
     def dispatch_event(self, event: Any) -> bool:
-        """Run the listeners of ``event.type`` now, in this greenlet. Returns True
-        (greenhttp's events cannot be cancelled)."""
+        """Run the listeners of ``event.type`` now, in this greenlet. Returns False if a
+        listener cancelled the event (``prevent_default()`` on a cancelable one), else True."""
         type = event.type
         entries = self._listeners.get(type)
         try:
@@ -161,7 +166,7 @@ class EventTarget:
                 event._stop = False  # (for this dispatch only, as in the DOM)
         except AttributeError:
             pass
-        return True
+        return not getattr(event, "default_prevented", False)
 
     # -- on<type> handler properties -------------------------------------------------
     def _get_handler(self, type: str) -> Any:

@@ -474,3 +474,44 @@ def test_a_handshake_whose_caller_is_interrupted_gives_the_request_up(make_serve
     waiting.kill(block=True, timeout=5)
     release.set()
     assert closed_by_client.wait(5), "the upgraded socket was kept open"
+
+
+def test_a_dispatcher_reads_the_handshake_headers_by_name():
+    # undici's custom-headers.js: a dispatcher of the user's reads
+    # options.headers['x-khafra-hello'] and .Authorization; the original hands an object.
+    seen = gevent.event.AsyncResult()
+
+    class Recording(greenhttp.Agent):
+        def dispatch(self, options, handler):
+            seen.set(options)
+            handler.on_response_error(None, greenhttp.errors.SocketError("no network here"))
+            return True
+
+    agent = Recording()
+    headers = {"x-khafra-hello": "hi", "Authorization": "Bearer x", "X-Twice": ["1", "2"]}
+    ws = WebSocket("ws://127.0.0.1:1/", {"headers": headers, "dispatcher": agent})
+    try:
+        options = seen.get(timeout=5)
+        sent = options["headers"]
+        assert sent["x-khafra-hello"] == "hi" and sent["Authorization"] == "Bearer x"
+        assert sent["X-Twice"] == ["1", "2"]
+        assert sent["sec-websocket-version"] == "13"
+    finally:
+        ws.close()
+        agent.close()
+
+
+@pytest.mark.parametrize("kind", ["Agent", "Pool", "Client"])
+def test_web_socket_options_read_back(kind):
+    # undici's dispatcher-options.js / permessage-deflate-*.js: dispatcher.webSocketOptions.
+    make = getattr(greenhttp, kind)
+    args = () if kind == "Agent" else ("http://127.0.0.1:1",)
+    plain = make(*args)
+    limited = make(*args, web_socket={"max_fragments": 8, "max_payload_size": 1024})
+    try:
+        assert plain.web_socket_options == {"max_fragments": 131072, "max_payload_size": 128 * 1024 * 1024}
+        assert limited.web_socket_options == {"max_fragments": 8, "max_payload_size": 1024}
+        assert limited.compose().web_socket_options == limited.web_socket_options
+    finally:
+        plain.close()
+        limited.close()

@@ -17,6 +17,7 @@ from ..errors import InvalidArgumentError
 __all__ = [
     "ClientOptions",
     "WebSocketOptions",
+    "web_socket_options_of",
     "validate_client_options",
     "check_timeout",
     "check_int",
@@ -73,6 +74,30 @@ def _check_bool(name: str, value: Any, default: bool) -> bool:
 class WebSocketOptions:
     max_fragments: int = 131072
     max_payload_size: int = 134217728
+
+
+def web_socket_options_of(dispatcher: Any) -> WebSocketOptions:
+    """The ``web_socket`` limits of a WebSocket through ``dispatcher``.
+
+    A ``Client`` holds them validated (``_opts.web_socket``); a ``Pool`` or an
+    ``Agent`` holds the options it makes clients with (validated then); a
+    composed dispatcher answers for the one it wraps. Anything else (or a
+    dispatcher without the option) has the spec's defaults.
+    """
+    limits: Any = getattr(getattr(dispatcher, "_opts", None), "web_socket", None)
+    if isinstance(limits, WebSocketOptions):
+        return limits
+    for name in ("_client_options", "_options"):
+        options = getattr(dispatcher, name, None)
+        if isinstance(options, dict) and isinstance(options.get("web_socket"), dict):
+            raw = options["web_socket"]
+            default = WebSocketOptions()
+            fragments, payload = raw.get("max_fragments"), raw.get("max_payload_size")
+            return WebSocketOptions(
+                default.max_fragments if fragments is None else fragments,
+                default.max_payload_size if payload is None else payload,
+            )
+    return WebSocketOptions()
 
 
 @dataclass(frozen=True)

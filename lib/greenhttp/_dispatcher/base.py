@@ -34,6 +34,7 @@ from .._api.upgrade import (
     upgrade,
 )
 from .._core.option_types import PipelineOptions, RequestOptions, Unpack, UpgradeOptions, URLLike
+from .._core.options import web_socket_options_of
 from .._core.request import check_handler
 from .._emitter import EventEmitter
 from ..errors import InvalidArgumentError
@@ -273,6 +274,15 @@ class Dispatcher(EventEmitter):
             run_with_callback(lambda: start_connect(self, options), finish_connect, callback, options.get("opaque"))
             return None
         return connect(self, options)
+
+    @property
+    def web_socket_options(self) -> dict[str, int]:
+        """The limits a WebSocket through this dispatcher gets, from its ``web_socket``
+        option: ``{"max_fragments": …, "max_payload_size": …}`` (defaults 131072
+        and 134217728, 128 MiB), as the original's ``webSocketOptions``. A new
+        dict at each read. Never blocks; greenlet-safe."""
+        limits = web_socket_options_of(self)
+        return {"max_fragments": limits.max_fragments, "max_payload_size": limits.max_payload_size}
 
     # -- composition ------------------------------------------------------------------
     def compose(self, *interceptors: Any) -> ComposedDispatcher:

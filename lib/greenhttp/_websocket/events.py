@@ -34,39 +34,56 @@ def _init(event: Event, cls: type, init: dict[str, Any] | None, kwargs: dict[str
     return fields
 
 
-def _sequence(name: str, value: Any) -> tuple[Any, ...]:
-    """A WebIDL ``sequence<T>`` init field as a tuple: any iterable but a string."""
-    if isinstance(value, tuple):
+class _Ports(list):  # type: ignore[type-arg]
+    """``MessageEvent.ports``: a list that cannot change, as the original freezes its
+    array (so it still compares equal to ``[]``). Changing it raises ``TypeError``."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("MessageEvent.ports is read-only")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _read_only
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+
+
+_NO_PORTS: Any = _Ports()
+
+
+def _sequence(name: str, value: Any) -> _Ports:
+    """A WebIDL ``sequence<T>`` init field, copied: any iterable but a string."""
+    if isinstance(value, _Ports):
         return value
     if isinstance(value, (str, bytes, bytearray)) or not hasattr(value, "__iter__"):
         raise TypeError(f"{name} must be a sequence, got {type(value).__name__}")
-    return tuple(value)
+    return _Ports(value)
 
 
 class MessageEvent(Event):
     """A message arrived. ``data``: ``str`` for text, ``Blob`` or ``bytes`` for binary
     (after ``binary_type``); ``origin``: the origin of the WebSocket's URL;
     ``last_event_id`` (``""``), ``source`` (None) and ``ports`` as in the DOM.
-    ``ports`` is a tuple (``()`` by default), immutable as the original's
+    ``ports`` is a read-only list (``[]`` by default), as the original's
     frozen array; the init takes any iterable for it (a list, a tuple), not a
-    string (a WebIDL sequence)."""
+    string (a WebIDL sequence). ``origin`` and ``last_event_id`` are
+    strings (``str()`` of what the init gives, as WebIDL converts them)."""
 
     _DEFAULTS: dict[str, Any] = {
         "data": None,
         "origin": "",
         "last_event_id": "",
         "source": None,
-        "ports": (),
+        "ports": _NO_PORTS,
     }
 
     def __init__(self, type: str, init: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(type)
         f = _init(self, MessageEvent, init, kwargs)
         self.data: Any = f["data"]
-        self.origin: str = f["origin"]
-        self.last_event_id: str = f["last_event_id"]
+        self.origin: str = str(f["origin"])
+        self.last_event_id: str = str(f["last_event_id"])
         self.source: Any = f["source"]
-        self.ports: tuple[Any, ...] = _sequence("ports", f["ports"])
+        self.ports: list[Any] = _sequence("ports", f["ports"])
 
     @classmethod
     def _fast(cls, data: Any, origin: str) -> MessageEvent:
@@ -79,7 +96,7 @@ class MessageEvent(Event):
         ev.origin = origin
         ev.last_event_id = ""
         ev.source = None
-        ev.ports = ()
+        ev.ports = _NO_PORTS
         return ev
 
     def __repr__(self) -> str:

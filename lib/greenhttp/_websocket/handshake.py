@@ -37,7 +37,7 @@ from wsproto.frame_protocol import CloseReason, Opcode, RsvBits
 
 from .._api.upgrade import SocketWaiter, wait_for_socket
 from .._core.headers import header_pairs
-from .._core.options import WebSocketOptions
+from .._core.options import web_socket_options_of
 from ..errors import DOMException, ExperimentalWarning, InformationalError
 
 __all__ = [
@@ -233,6 +233,22 @@ def request_headers(extra: Any, protocols: list[str]) -> tuple[list[tuple[str, s
         pairs.append(("sec-websocket-protocol", ", ".join(protocols)))
     pairs.append(("sec-websocket-extensions", _OFFER))
     return pairs, key
+
+
+def _header_dict(pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    """The handshake's headers as the dispatcher's ``headers`` option: a dict by name
+    (as given; a repeated one a list), as the original hands an interceptor or a
+    dispatcher of the user's an object, not a list."""
+    out: dict[str, Any] = {}
+    for name, value in pairs:
+        had = out.get(name)
+        if had is None:
+            out[name] = value
+        elif isinstance(had, list):
+            had.append(value)
+        else:
+            out[name] = [had, value]
+    return out
 
 
 def accept_for(key: str) -> str:
@@ -467,7 +483,7 @@ def perform(
         "path": target.path,
         "method": "GET",
         "upgrade": "websocket",
-        "headers": headers,
+        "headers": _header_dict(headers),
         "origin": target.http_origin,
     }
     result, refused, error = _dispatch(dispatcher, options, signal)
@@ -478,7 +494,7 @@ def perform(
         and not any(name.lower() == "authorization" for name, _ in headers)
         and not getattr(signal, "aborted", False)
     ):
-        options["headers"] = [*headers, ("authorization", target.authorization)]
+        options["headers"] = _header_dict([*headers, ("authorization", target.authorization)])
         result, refused, error = _dispatch(dispatcher, options, signal)
     if result is None:
         assert error is not None
@@ -497,27 +513,9 @@ def perform(
 
 
 def limits_of(dispatcher: Any) -> tuple[int, int]:
-    """``(max_fragments, max_payload_size)`` from a dispatcher's ``web_socket`` option.
-
-    A ``Client`` holds it validated (``_opts.web_socket``); a ``Pool`` or an
-    ``Agent`` holds the options it makes clients with. Anything else (or a
-    dispatcher without the option) gets the spec's defaults.
-    """
-    limits: Any = getattr(getattr(dispatcher, "_opts", None), "web_socket", None)
-    if limits is None:
-        for name in ("_client_options", "_options"):
-            options = getattr(dispatcher, name, None)
-            if isinstance(options, dict) and isinstance(options.get("web_socket"), dict):
-                raw = options["web_socket"]  # validated when the dispatcher was made
-                default = WebSocketOptions()
-                fragments, payload = raw.get("max_fragments"), raw.get("max_payload_size")
-                limits = WebSocketOptions(
-                    default.max_fragments if fragments is None else fragments,
-                    default.max_payload_size if payload is None else payload,
-                )
-                break
-    if limits is None:
-        limits = WebSocketOptions()
+    """``(max_fragments, max_payload_size)`` from a dispatcher's ``web_socket`` option
+    (:func:`~greenhttp._core.options.web_socket_options_of`)."""
+    limits = web_socket_options_of(dispatcher)
     return limits.max_fragments, limits.max_payload_size
 
 
