@@ -367,7 +367,7 @@ def ws_frames(data: bytes) -> None:
 # content decoding (the decompress interceptor's core)
 # ---------------------------------------------------------------------------
 
-_CODINGS = ("gzip", "deflate", "br", "zstd", "compress", "identity", "x-gzip")
+_CODINGS = ("gzip", "deflate", "br", "zstd", "compress", "x-compress", "x-gzip")  # every coding decompress decodes
 
 
 def decoders(data: bytes) -> None:
