@@ -150,6 +150,48 @@ def test_debug_log_lines():
     assert order == sorted(order)
 
 
+_PLAIN_SCRIPT = textwrap.dedent(
+    """
+    from gevent.server import StreamServer
+    import greenhttp
+
+    def handle(sock, addr):
+        buf = b""
+        while True:
+            while b"\\r\\n\\r\\n" not in buf:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                buf += data
+            head, _, buf = buf.partition(b"\\r\\n\\r\\n")
+            if b" /big " in head:  # a body in pieces: not the whole-response path
+                sock.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 200000\\r\\n\\r\\n")
+                sock.sendall(b"x" * 200000)
+            else:
+                sock.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 11\\r\\n\\r\\nhello world")
+
+    server = StreamServer(("127.0.0.1", 0), handle)
+    server.start()
+    client = greenhttp.Client(f"http://127.0.0.1:{server.server_port}")
+    assert client.request(path="/").body.text() == "hello world"
+    assert len(client.request(path="/big").body.bytes()) == 200000
+    client.close()
+    server.stop()
+    """
+)
+
+
+def test_debug_logs_the_end_of_a_response_without_trailers_too():
+    # undici's node-test/debug.js: its fixture sends no trailers, and its five
+    # lines end with "trailers received from ...", logged at every response's end.
+    proc = _run(_PLAIN_SCRIPT, {"GREENHTTP_DEBUG": "greenhttp"})
+    assert proc.returncode == 0, proc.stderr
+    messages = [ln.split(": ", 1)[1] for ln in proc.stderr.splitlines() if ln.startswith("GREENHTTP ")]
+    ends = [m for m in messages if m.startswith("trailers received from GET ")]
+    assert [m.rsplit("/", 1)[1] for m in ends] == ["", "big"], messages
+    assert messages.index(ends[0]) == 4 and len(messages) == 8, messages  # (2 to connect, 3 a request)
+
+
 @pytest.mark.parametrize("value", ["", "websocket", "nothing"])
 def test_debug_log_off(value):
     proc = _run(_DEBUG_SCRIPT, {"GREENHTTP_DEBUG": value})

@@ -609,6 +609,8 @@ class H1Connection:
         req.raw_head = raw
         self._final_head(req, status, headers, keep_alive)
         running.popleft()
+        if _DEBUG_MAYBE() and _DEBUG():
+            self._log_end(req)
         req.on_whole(handler_whole, status, headers, reason, body)
         if not self.destroyed:  # (destroyed: the handler failed, the request was aborted)
             self._next_response()
@@ -629,10 +631,14 @@ class H1Connection:
         req = running.popleft()
         if trailers:
             req.raw_trailers = raw_header_list(b"\r\n" + self.parser.trailer_block)  # (a line before: no status line)
-            if _DEBUG_MAYBE() and _DEBUG():
-                _debug.core.debug("trailers received from %s %s%s", req.method, self.client._origin.origin, req.path)
+        if _DEBUG_MAYBE() and _DEBUG():
+            self._log_end(req)
         req.on_complete(trailers)
         return self._next_response()
+
+    def _log_end(self, req: Request) -> None:
+        """The debug line of a response's end, trailers or none (the original's wording)."""
+        _debug.core.debug("trailers received from %s %s%s", req.method, self.client._origin.origin, req.path)
 
     def _next_response(self) -> bool:
         """After a response ended: ready for the next, or stop reading (True) if the

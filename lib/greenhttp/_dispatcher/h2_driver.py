@@ -602,8 +602,9 @@ class H2Connection:
             self.session.reset_stream(stream.sid, ErrorCodes.NO_ERROR)
         if trailers:
             req.raw_trailers = raw
-            if _DEBUG_MAYBE() and _DEBUG():
-                _debug.core.debug("trailers received from %s %s%s", req.method, self.client._origin.origin, req.path)
+        if _DEBUG_MAYBE() and _DEBUG():
+            # (With trailers or without: the original's line for every response's end.)
+            _debug.core.debug("trailers received from %s %s%s", req.method, self.client._origin.origin, req.path)
         req.on_complete(trailers)
         if self._remember_session is not None:
             remember, self._remember_session = self._remember_session, None
