@@ -192,9 +192,28 @@ def test_close_aborts_an_unfinished_body(make_server, make_client):
     assert r.body.read(10) == b"w" * 10
     r.body.close()
     assert server.conns[0].eof.wait(2)
-    assert r.body.read(10) == b""
+    for _ in range(2):  # what was left is gone: every later read says so (the original's stream errors)
+        with pytest.raises(errors.RequestAbortedError):
+            r.body.read(10)
     assert client.request(path="/").status_code == 200
     assert server.accepted == 2
+
+
+def test_a_read_after_close_discarded_a_whole_unread_body_raises(make_server, make_client):
+    # undici's node-test/client-abort.js 'aborted response errors': destroying a body
+    # before its end was read errors with RequestAbortedError, even when it all arrived.
+    server = make_server(serve_forever(b"asd"))
+    client = make_client(server.origin)
+    r = client.request(path="/")
+    r.body.close()
+    for read in (lambda: r.body.read(), lambda: r.body.read(2), lambda: list(r.body)):
+        with pytest.raises(errors.RequestAbortedError):
+            read()
+    read_first = client.request(path="/")
+    assert read_first.body.read() == b"asd"
+    read_first.body.close()
+    assert read_first.body.read(2) == b""  # nothing was lost: the end, as before
+    assert server.accepted == 1  # the body was all there: the connection stays
 
 
 def test_close_after_the_end_keeps_the_connection(make_server, make_client):

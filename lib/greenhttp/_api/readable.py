@@ -180,6 +180,7 @@ class BodyReadable:
             return b""  # as io's read(0): nothing asked for, nothing waited for
         self._used = True
         if self._closed and not self._chunks:
+            self._raise_error()  # (closed before its end: what was left is gone)
             return b""
         while not self._chunks:
             if self._ended:
@@ -335,6 +336,10 @@ class BodyReadable:
         self._used = True  # (what was not read is gone: as a destroyed stream is disturbed)
         if self._ended:
             self._closed = True
+            if self._chunks and self._error is None:
+                # Bytes that arrived were never read: a later read says so, as the
+                # original's stream destroyed before its end errors (RequestAbortedError).
+                self._error = RequestAbortedError()
             self._chunks.clear()
             self._size = 0
             return
