@@ -21,7 +21,7 @@ from ._api.response import ResponseData
 from ._api.stream import PipelineData, PipelineDuplex, StreamData, StreamFactoryData
 from ._api.upgrade import ConnectData, UpgradeData
 from ._core.option_types import PipelineOptions, RequestOptions, Unpack, UpgradeOptions, URLLike
-from ._core.url import C0_CONTROL_OR_SPACE, parse_origin
+from ._core.url import C0_CONTROL_OR_SPACE, parse_origin, url_of_object
 from ._dispatcher.agent import Agent
 from ._dispatcher.base import Dispatcher
 from ._runtime import get_hub, get_hub_if_exists, spawn
@@ -157,9 +157,11 @@ _SPLIT_URLS: dict[str, tuple[str, str]] = {}
 
 def _split_url(url: Any) -> tuple[str, str]:
     """Check ``url`` and split it into its origin and its request target."""
-    if not isinstance(url, str):
+    if isinstance(url, dict):
+        url = url_of_object(url)
+    elif not isinstance(url, str):
         if url is None or not hasattr(url, "geturl"):
-            raise InvalidArgumentError(f"url must be a string or URL, got {url!r}")
+            raise InvalidArgumentError(f"url must be a string, URL or dict, got {url!r}")
         url = url.geturl()
     # Python's URL parser, as the WHATWG one, drops CR, LF and TAB anywhere in a URL; a
     # line break inside one is refused instead (docs/security.md). At either end it is
@@ -213,7 +215,7 @@ def _method(options: dict[str, Any]) -> str:
 # ``method``, ``dispatcher`` and ``callback`` reach the implementation in ``options``.
 @overload
 def request(
-    url: str | URLLike,
+    url: str | URLLike | dict[str, Any],
     *,
     path: str | None = None,
     method: str | None = None,
@@ -225,7 +227,7 @@ def request(
 
 @overload
 def request(
-    url: str | URLLike,
+    url: str | URLLike | dict[str, Any],
     *,
     path: str | None = None,
     method: str | None = None,
@@ -238,7 +240,8 @@ def request(
 def request(url: Any, **options: Any) -> Any:
     """Send a request to ``url`` and block the calling greenlet until the response head arrives.
 
-    ``url`` is a full ``http(s)`` URL (a ``str`` or a ``urllib.parse`` result);
+    ``url`` is a full ``http(s)`` URL (a ``str``, a ``urllib.parse`` result, or a dict
+    shaped as the original's URL object);
     ``dispatcher=`` picks the dispatcher (default: the global one). The method
     defaults to GET, or PUT when a ``body`` is given. The other options are
     those of :meth:`Dispatcher.request` (``callback=`` included). Returns
@@ -251,7 +254,7 @@ def request(url: Any, **options: Any) -> Any:
 
 @overload
 def stream(
-    url: str | URLLike,
+    url: str | URLLike | dict[str, Any],
     factory: Callable[[StreamFactoryData], Any],
     *,
     path: str | None = None,
@@ -264,7 +267,7 @@ def stream(
 
 @overload
 def stream(
-    url: str | URLLike,
+    url: str | URLLike | dict[str, Any],
     factory: Callable[[StreamFactoryData], Any],
     *,
     path: str | None = None,
@@ -288,7 +291,7 @@ def stream(url: Any, factory: Callable[[Any], Any], **options: Any) -> Any:
 
 
 def pipeline(
-    url: str | URLLike,
+    url: str | URLLike | dict[str, Any],
     handler: Callable[[PipelineData], Any],
     *,
     path: str | None = None,
@@ -311,7 +314,7 @@ def pipeline(
 
 @overload
 def upgrade(
-    url: str | URLLike,
+    url: str | URLLike | dict[str, Any],
     *,
     path: str | None = None,
     method: str | None = None,
@@ -324,7 +327,7 @@ def upgrade(
 
 @overload
 def upgrade(
-    url: str | URLLike,
+    url: str | URLLike | dict[str, Any],
     *,
     path: str | None = None,
     method: str | None = None,
@@ -348,7 +351,7 @@ def upgrade(url: Any, **options: Any) -> Any:
 
 @overload
 def connect(
-    url: str | URLLike,
+    url: str | URLLike | dict[str, Any],
     *,
     path: str | None = None,
     dispatcher: Dispatcher | None = None,
@@ -359,7 +362,7 @@ def connect(
 
 @overload
 def connect(
-    url: str | URLLike,
+    url: str | URLLike | dict[str, Any],
     *,
     path: str | None = None,
     dispatcher: Dispatcher | None = None,

@@ -107,6 +107,29 @@ def test_request_accepts_a_urllib_result(make_server):
     assert greenhttp.request(urlsplit(server.origin + "/u")).body.text() == "GET /u"
 
 
+def test_request_and_client_accept_the_original_s_url_object(make_server):
+    # REFERENCE §4.5 and node-test/agent.js 'global api': {origin, path} or
+    # {protocol, hostname, port, path} (or pathname and search), as parseURL builds them.
+    server = make_server(echo_target)
+    port = server.origin.rsplit(":", 1)[1]
+    assert greenhttp.request({"origin": server.origin, "path": "/a"}).body.text() == "GET /a"
+    shaped = {"protocol": "http:", "hostname": "127.0.0.1", "port": int(port), "pathname": "/b", "search": "?c=d"}
+    assert greenhttp.request(shaped).body.text() == "GET /b?c=d"
+    assert greenhttp.request({"origin": server.origin + "/", "path": "e"}).body.text() == "GET /e"
+    client = greenhttp.Client({"protocol": "http:", "hostname": "127.0.0.1", "port": port})
+    try:
+        assert client.request(path="/f").body.text() == "GET /f"
+    finally:
+        client.close()
+    for bad, message in (
+        ({"protocol": "ftp:", "hostname": "h"}, "protocol"),
+        ({"origin": server.origin, "href": "x"}, "unknown key 'href'"),
+        ({"origin": 5}, "origin must be a string"),
+    ):
+        with pytest.raises(errors.InvalidArgumentError, match=message):
+            greenhttp.request(bad)
+
+
 def test_request_through_a_given_dispatcher(make_server, make_client):
     server = make_server(echo_target)
     client = make_client(server.origin)

@@ -9,7 +9,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["Origin", "parse_origin", "is_ip_literal", "encode_query", "path_with_query"]
+__all__ = ["Origin", "parse_origin", "url_of_object", "is_ip_literal", "encode_query", "path_with_query"]
 
 _DEFAULT_PORTS = {"http:": 80, "https:": 443}
 # The WHATWG URL parser drops these at both ends; urlsplit() only at the start.
@@ -83,15 +83,48 @@ def is_ip_literal(hostname: str) -> bool:
     return True
 
 
+_URL_OBJECT_KEYS: Final = frozenset({"origin", "protocol", "hostname", "port", "path", "pathname", "search"})
+
+
+def url_of_object(url: dict[str, Any], name: str = "url") -> str:
+    """The URL a dict of the original's ``UrlObject`` shape names (``origin``, or
+    ``protocol``/``hostname``/``port``; ``path``, or ``pathname``/``search``),
+    built as the original's ``parseURL`` builds it. Raises InvalidArgumentError."""
+    unknown = set(url) - _URL_OBJECT_KEYS
+    if unknown:
+        raise InvalidArgumentError(f"invalid {name}: unknown key {sorted(unknown, key=str)[0]!r}")
+    for key in ("origin", "protocol", "hostname", "path", "pathname", "search"):
+        if url.get(key) is not None and not isinstance(url[key], str):
+            raise InvalidArgumentError(f"invalid {name}: {key} must be a string, got {url[key]!r}")
+    scheme = url.get("origin") or url.get("protocol") or ""
+    if not scheme.startswith(("http:", "https:")):
+        raise InvalidArgumentError(f"invalid {name}: {url!r} (the protocol must be http: or https:)")
+    origin = url.get("origin")
+    if origin is None:
+        port = url.get("port")
+        if port is None or port == "":
+            port = 443 if url.get("protocol") == "https:" else 80
+        origin = f"{url.get('protocol') or ''}//{url.get('hostname') or ''}:{port}"
+    path = url.get("path")
+    if path is None:
+        path = (url.get("pathname") or "") + (url.get("search") or "")
+    origin = origin.removesuffix("/")
+    if path and not path.startswith("/"):
+        path = "/" + path
+    return origin + path
+
+
 def parse_origin(url: object, name: str = "url") -> Origin:
     """Parse ``url`` (a str or anything whose ``str()`` is a URL) into an :class:`Origin`.
 
     Only the scheme, host and port are used; a path other than ``/``, a query
     or a fragment is refused, like the original's ``parseOrigin``.
     """
+    if isinstance(url, dict):
+        url = url_of_object(url, name)
     if not isinstance(url, str):
         if url is None or not hasattr(url, "geturl") and not hasattr(url, "scheme"):
-            raise InvalidArgumentError(f"{name} must be a string or URL, got {url!r}")
+            raise InvalidArgumentError(f"{name} must be a string, URL or dict, got {url!r}")
         url = str(url.geturl() if hasattr(url, "geturl") else url)
     try:
         parts = urlsplit(url.rstrip(C0_CONTROL_OR_SPACE))
