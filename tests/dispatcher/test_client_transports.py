@@ -89,9 +89,11 @@ def test_tls_verify_false(tls_server, make_client):
     assert client.request(path="/").body.text() == "secure"
 
 
-_DEBUG_SCRIPT = textwrap.dedent(
+# A subprocess's loopback server (trailers on /debug, none on /plain, a body in
+# pieces on /big: not the whole-response path) and a Client to it; each script
+# adds what the client does.
+_SERVER = textwrap.dedent(
     """
-    import gevent
     from gevent.server import StreamServer
     import greenhttp
 
@@ -103,20 +105,40 @@ _DEBUG_SCRIPT = textwrap.dedent(
                 if not data:
                     return
                 buf += data
-            _, _, buf = buf.partition(b"\\r\\n\\r\\n")
-            sock.sendall(
-                b"HTTP/1.1 200 OK\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n"
-                b"2\\r\\nok\\r\\n0\\r\\nX-Trailer: yes\\r\\n\\r\\n"
-            )
+            head, _, buf = buf.partition(b"\\r\\n\\r\\n")
+            if b" /big " in head:
+                sock.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 200000\\r\\n\\r\\n")
+                sock.sendall(b"x" * 200000)
+            elif b" /plain " in head:
+                sock.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 11\\r\\n\\r\\nhello world")
+            else:
+                sock.sendall(
+                    b"HTTP/1.1 200 OK\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n"
+                    b"2\\r\\nok\\r\\n0\\r\\nX-Trailer: yes\\r\\n\\r\\n"
+                )
 
     server = StreamServer(("127.0.0.1", 0), handle)
     server.start()
     client = greenhttp.Client(f"http://127.0.0.1:{server.server_port}")
+    """
+)
+
+_DEBUG_SCRIPT = _SERVER + textwrap.dedent(
+    """
     r = client.request(path="/debug?x=1")
     print(r.body.text(), r.trailers)
     client.close()
     server.stop()
     print("PORT", server.server_port)
+    """
+)
+
+_PLAIN_SCRIPT = _SERVER + textwrap.dedent(
+    """
+    assert client.request(path="/plain").body.text() == "hello world"
+    assert len(client.request(path="/big").body.bytes()) == 200000
+    client.close()
+    server.stop()
     """
 )
 
@@ -150,37 +172,6 @@ def test_debug_log_lines():
     assert order == sorted(order)
 
 
-_PLAIN_SCRIPT = textwrap.dedent(
-    """
-    from gevent.server import StreamServer
-    import greenhttp
-
-    def handle(sock, addr):
-        buf = b""
-        while True:
-            while b"\\r\\n\\r\\n" not in buf:
-                data = sock.recv(65536)
-                if not data:
-                    return
-                buf += data
-            head, _, buf = buf.partition(b"\\r\\n\\r\\n")
-            if b" /big " in head:  # a body in pieces: not the whole-response path
-                sock.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 200000\\r\\n\\r\\n")
-                sock.sendall(b"x" * 200000)
-            else:
-                sock.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 11\\r\\n\\r\\nhello world")
-
-    server = StreamServer(("127.0.0.1", 0), handle)
-    server.start()
-    client = greenhttp.Client(f"http://127.0.0.1:{server.server_port}")
-    assert client.request(path="/").body.text() == "hello world"
-    assert len(client.request(path="/big").body.bytes()) == 200000
-    client.close()
-    server.stop()
-    """
-)
-
-
 def test_debug_logs_the_end_of_a_response_without_trailers_too():
     # undici's node-test/debug.js: its fixture sends no trailers, and its five
     # lines end with "trailers received from ...", logged at every response's end.
@@ -188,7 +179,7 @@ def test_debug_logs_the_end_of_a_response_without_trailers_too():
     assert proc.returncode == 0, proc.stderr
     messages = [ln.split(": ", 1)[1] for ln in proc.stderr.splitlines() if ln.startswith("GREENHTTP ")]
     ends = [m for m in messages if m.startswith("trailers received from GET ")]
-    assert [m.rsplit("/", 1)[1] for m in ends] == ["", "big"], messages
+    assert [m.rsplit("/", 1)[1] for m in ends] == ["plain", "big"], messages
     assert messages.index(ends[0]) == 4 and len(messages) == 8, messages  # (2 to connect, 3 a request)
 
 

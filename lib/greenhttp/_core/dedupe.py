@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from .headers import header_pairs
+from .headers import header_pairs, headers_by_name
 from .url import path_with_query
 
 __all__ = ["SAFE_METHODS", "CacheKey", "cache_key", "dedupe_key", "request_header_map"]
@@ -39,19 +39,9 @@ def request_header_map(headers: Any) -> dict[str, Any]:
 
     Raises InvalidArgumentError for malformed headers, like the dispatcher.
     """
-    out: dict[str, Any] = {}
     if not headers:
-        return out
-    for name, value in header_pairs(headers):
-        key = name.lower()
-        old = out.get(key)
-        if old is None:
-            out[key] = value
-        elif isinstance(old, list):
-            old.append(value)
-        else:
-            out[key] = [old, value]
-    return out
+        return {}
+    return headers_by_name(header_pairs(headers), lower=True)
 
 
 def cache_key(origin: Any, method: str, path: str, query: Any, headers: dict[str, Any]) -> CacheKey:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["header_pairs", "check_header_value", "TOKEN_RE", "raw_header_list"]
+__all__ = ["header_pairs", "headers_by_name", "check_header_value", "TOKEN_RE", "raw_header_list"]
 
 TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 # RFC 9110 §5.5 field-value: HTAB, SP, VCHAR, obs-text. Never CR, LF or NUL.
@@ -84,6 +84,22 @@ def header_pairs(headers: Any) -> list[tuple[str, str]]:
             _append(out, entry[0], entry[1])
         return out
     raise InvalidArgumentError(f"headers must be a dict or a list, got {type(headers).__name__}")
+
+
+def headers_by_name(pairs: list[tuple[str, str]], lower: bool = False) -> dict[str, Any]:
+    """``(name, value)`` pairs as a dict by name (lower-cased with ``lower``); the
+    values of a repeated name in a list, in order."""
+    out: dict[str, Any] = {}
+    for name, value in pairs:
+        key = name.lower() if lower else name
+        had = out.get(key)
+        if had is None:
+            out[key] = value
+        elif isinstance(had, list):
+            had.append(value)
+        else:
+            out[key] = [had, value]
+    return out
 
 
 def raw_header_list(raw_head: bytes) -> list[bytes]:

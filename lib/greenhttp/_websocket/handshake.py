@@ -36,7 +36,7 @@ from wsproto.extensions import Extension
 from wsproto.frame_protocol import CloseReason, Opcode, RsvBits
 
 from .._api.upgrade import SocketWaiter, wait_for_socket
-from .._core.headers import header_pairs
+from .._core.headers import header_pairs, headers_by_name
 from .._core.options import web_socket_options_of
 from ..errors import DOMException, ExperimentalWarning, InformationalError
 
@@ -233,22 +233,6 @@ def request_headers(extra: Any, protocols: list[str]) -> tuple[list[tuple[str, s
         pairs.append(("sec-websocket-protocol", ", ".join(protocols)))
     pairs.append(("sec-websocket-extensions", _OFFER))
     return pairs, key
-
-
-def _header_dict(pairs: list[tuple[str, str]]) -> dict[str, Any]:
-    """The handshake's headers as the dispatcher's ``headers`` option: a dict by name
-    (as given; a repeated one a list), as the original hands an interceptor or a
-    dispatcher of the user's an object, not a list."""
-    out: dict[str, Any] = {}
-    for name, value in pairs:
-        had = out.get(name)
-        if had is None:
-            out[name] = value
-        elif isinstance(had, list):
-            had.append(value)
-        else:
-            out[name] = [had, value]
-    return out
 
 
 def accept_for(key: str) -> str:
@@ -483,7 +467,9 @@ def perform(
         "path": target.path,
         "method": "GET",
         "upgrade": "websocket",
-        "headers": _header_dict(headers),
+        # A dict by name (as given), as the original hands an interceptor or a
+        # dispatcher of the user's an object, not a list.
+        "headers": headers_by_name(headers),
         "origin": target.http_origin,
     }
     result, refused, error = _dispatch(dispatcher, options, signal)
@@ -494,7 +480,7 @@ def perform(
         and not any(name.lower() == "authorization" for name, _ in headers)
         and not getattr(signal, "aborted", False)
     ):
-        options["headers"] = _header_dict([*headers, ("authorization", target.authorization)])
+        options["headers"] = headers_by_name([*headers, ("authorization", target.authorization)])
         result, refused, error = _dispatch(dispatcher, options, signal)
     if result is None:
         assert error is not None
