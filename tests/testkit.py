@@ -449,8 +449,14 @@ def leftovers(
     deadline = time.monotonic() + seconds
     attempt = 0
     while True:
-        gevent.sleep(0.001 if attempt else 0)
+        # A round of the hub's callbacks every time (sleep(0) is one): what was spawned
+        # meanwhile starts from a callback. Short sleeps alone are timers, resumed from
+        # the timer phase; on libuv, timers begun from timer callbacks (this loop, with
+        # a gc.collect() of more than 1 ms between) can keep the loop in that phase, and
+        # the greenlets waiting to start then never did: a false "leak" late in a run.
+        gevent.sleep(0)
         if attempt:
+            gevent.sleep(0.001)
             gc.collect()
         attempt += 1
         fds = {fd: target for fd, target in open_fds().items() if fd not in before}
